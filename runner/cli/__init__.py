@@ -1,0 +1,75 @@
+"""Command-line front end: one module per subcommand, each with `add_parser` and `run`.
+
+Exit codes (PRODUCT.md §6): 0 success, 2 bad usage or bad input (one line on stderr, no
+traceback), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Protocol
+
+from runner.errors import BadInput, RunnerError
+
+__all__ = ["main"]
+
+# Subcommand modules, in the order --help lists them.
+_COMMANDS = ("simulate", "replay", "mock_server", "inspect", "bench", "demo")
+
+
+class _Command(Protocol):
+    def add_parser(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit 2 with one line, not argparse's usage dump plus message."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+def _load_commands() -> dict[str, _Command]:
+    commands: dict[str, _Command] = {}
+    for name in _COMMANDS:
+        try:
+            module = importlib.import_module(f"runner.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"runner.cli.{name}":
+                continue  # not built yet
+            raise
+        commands[name] = module  # type: ignore[assignment]
+    return commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m runner",
+        description="aiperf-web engine: replay agentic LLM workloads, simulate, benchmark.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+    for command in _load_commands().values():
+        command.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except BadInput as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except RunnerError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
