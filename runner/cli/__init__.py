@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NoReturn, Protocol, cast
 
 from runner.errors import BadInput, RunnerError
 
@@ -21,7 +21,9 @@ _COMMANDS = ("simulate", "replay", "mock_server", "inspect", "bench", "demo")
 
 
 class _Command(Protocol):
-    def add_parser(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+    def add_parser(
+        self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
+    ) -> None: ...
 
     def run(self, args: argparse.Namespace) -> int: ...
 
@@ -29,7 +31,7 @@ class _Command(Protocol):
 class _Parser(argparse.ArgumentParser):
     """Usage errors exit 2 with one line, not argparse's usage dump plus message."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(2)
 
@@ -43,7 +45,7 @@ def _load_commands() -> dict[str, _Command]:
             if exc.name == f"runner.cli.{name}":
                 continue  # not built yet
             raise
-        commands[name] = module  # type: ignore[assignment]
+        commands[name] = cast(_Command, module)
     return commands
 
 
@@ -52,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m runner",
         description="aiperf-web engine: replay agentic LLM workloads, simulate, benchmark.",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser),
+    )
     subparsers.required = True
     for command in _load_commands().values():
         command.add_parser(subparsers)

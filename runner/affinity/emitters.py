@@ -1,0 +1,173 @@
+"""Server-side session affinity: what each request carries so the inference router keeps a
+session (or a whole agent tree) on one worker.
+
+Owns the exact wire shapes of PRODUCT.md §4.5 — `nvext.session_control` bind/close/open and the
+affinity headers — and the per-client-worker memory the Dynamo 1.2.x `open` contract needs.
+Pure: it decides body keys and headers from a credit; it never sends a request.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from runner.credit import Credit
+from runner.errors import SpecError
+
+__all__ = [
+    "Action",
+    "AffinityConfig",
+    "AffinityDecision",
+    "AffinityEmitter",
+    "AffinityKind",
+    "merge_nvext",
+]
+
+Scope = Literal["conversation", "lineage"]
+HeaderSource = Literal["own", "parent", "root"]
+
+
+class AffinityKind(enum.Enum):
+    NONE = "none"
+    DYNAMO_NVEXT = "dynamo-nvext"
+    DYNAMO_HEADERS = "dynamo-headers"
+    HEADER = "header"
+
+
+class Action(enum.Enum):
+    BIND = "bind"
+    OPEN = "open"
+    FOLLOW = "follow"  # bare {"session_id"}: follow and refresh an existing binding
+    CLOSE = "close"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AffinityConfig:
+    kind: AffinityKind = AffinityKind.NONE
+    scope: Scope = "conversation"
+    timeout_s: int = 300  # Dynamo's SessionControl default (server-side.md §1.2)
+    # "bind" for Dynamo >= 1.3; "open" for 1.2.x, which rejects bind with HTTP 400.
+    actions: Literal["bind", "open"] = "bind"
+    # Lineage close discipline: "tree-final" (ours, never early) or "root-final" (the first
+    # draft of the lineage change, kept to show the sibling-teardown hazard in comparisons).
+    close_on: Literal["tree-final", "root-final"] = "tree-final"
+    header_name: str = "X-Session-ID"
+    header_source: HeaderSource = "own"
+
+    def __post_init__(self) -> None:
+        if self.timeout_s < 1:
+            raise SpecError(f"affinity timeout must be >= 1 s, got {self.timeout_s}")
+        if self.kind is AffinityKind.HEADER and not _is_token(self.header_name):
+            raise SpecError(
+                f"affinity header name {self.header_name!r} is not a valid HTTP header name"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityDecision:
+    """What one request carries: an `nvext.session_control` object and/or headers."""
+
+    key: str | None = None
+    action: Action | None = None
+    session_control: Mapping[str, Any] | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+_NO_AFFINITY = AffinityDecision()
+
+
+class AffinityEmitter:
+    """Turns a credit into its affinity decision; one per run, shared by all client workers."""
+
+    def __init__(self, config: AffinityConfig) -> None:
+        self.config = config
+        # Dynamo 1.2.x `open` is not idempotent, so each client worker opens a key once and
+        # sends bare follows after; the set is per worker because a tree spans workers.
+        self._opened: set[tuple[int, str]] = set()
+
+    def decide(self, credit: Credit, *, client_worker: int) -> AffinityDecision:
+        config = self.config
+        kind = config.kind
+        if kind is AffinityKind.NONE:
+            return _NO_AFFINITY
+        if kind is AffinityKind.DYNAMO_NVEXT:
+            return self._nvext(credit, client_worker)
+        if kind is AffinityKind.DYNAMO_HEADERS:
+            headers = [("X-Dynamo-Session-ID", credit.session_id)]
+            if credit.parent_id is not None:
+                headers.append(("X-Dynamo-Parent-Session-ID", credit.parent_id))
+            return AffinityDecision(key=credit.session_id, headers=tuple(headers))
+        value = _source(credit, config.header_source)
+        if value is None:
+            return _NO_AFFINITY  # a root has no parent: nothing to carry
+        return AffinityDecision(key=value, headers=((config.header_name, value),))
+
+    def _nvext(self, credit: Credit, client_worker: int) -> AffinityDecision:
+        config = self.config
+        if config.scope == "lineage":
+            key = credit.root_id
+            if config.close_on == "tree-final":
+                closing = credit.is_tree_final
+            else:
+                closing = credit.is_final_turn and credit.parent_id is None
+        else:
+            key = credit.session_id
+            closing = credit.is_final_turn
+        if closing:
+            self._opened.discard((client_worker, key))
+            return AffinityDecision(key, Action.CLOSE, {"session_id": key, "action": "close"})
+        if config.actions == "bind":
+            # Every bind refreshes the server's TTL, so long think times never expire it.
+            control = {"session_id": key, "action": "bind", "timeout": config.timeout_s}
+            return AffinityDecision(key, Action.BIND, control)
+        opened = (client_worker, key)
+        if opened in self._opened:
+            return AffinityDecision(key, Action.FOLLOW, {"session_id": key})
+        self._opened.add(opened)
+        control = {"session_id": key, "action": "open", "timeout": config.timeout_s}
+        return AffinityDecision(key, Action.OPEN, control)
+
+    def forget(self, key: str) -> None:
+        """A session (conversation scope) or tree (lineage) ended without a close."""
+        self._opened = {item for item in self._opened if item[1] != key}
+
+
+def merge_nvext(body: Mapping[str, Any] | None, decision: AffinityDecision) -> dict[str, Any]:
+    """Copy-on-write merge of the decision into a request body that may carry its own `nvext`.
+
+    Other `nvext` keys are kept; an existing `session_control` dict is merged under ours (our
+    keys win, extra keys stay); a non-dict `nvext` is replaced. The input is never mutated.
+    """
+    merged: dict[str, Any] = dict(body) if body else {}
+    control = decision.session_control
+    if control is None:
+        return merged
+    nvext = merged.get("nvext")
+    new_nvext: dict[str, Any] = dict(nvext) if isinstance(nvext, Mapping) else {}
+    existing = new_nvext.get("session_control")
+    if isinstance(existing, Mapping):
+        new_nvext["session_control"] = {**existing, **control}
+    else:
+        new_nvext["session_control"] = dict(control)
+    merged["nvext"] = new_nvext
+    return merged
+
+
+def _source(credit: Credit, source: HeaderSource) -> str | None:
+    if source == "own":
+        return credit.session_id
+    if source == "parent":
+        return credit.parent_id
+    return credit.root_id
+
+
+_TOKEN_CHARS = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+
+def _is_token(name: str) -> bool:
+    """RFC 9110 token: what a header name may be made of."""
+    return bool(name) and all(ch in _TOKEN_CHARS for ch in name)

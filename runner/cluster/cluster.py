@@ -1,0 +1,473 @@
+"""The simulated inference cluster: a Dynamo-like frontend (router + session affinity) over engines.
+
+Owns where each request goes (PRODUCT.md §4.8): session_control and header bindings first,
+then the router mode, then the analytic timing of the chosen engine. It does no I/O, starts
+no tasks and reads no clock: every call takes the caller's `now_s` (virtual time in the
+simulator, scaled monotonic time in the mock server), which must not go backwards (an
+earlier value is treated as the latest one seen).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Literal, NamedTuple, TypedDict
+
+from runner.cluster.affinity import BindingStore, SessionControlError, parse_session_control
+from runner.cluster.config import ClusterConfig
+from runner.cluster.engine import Engine, LiveRequest
+from runner.cluster.prefix_tree import PrefixTree
+
+__all__ = [
+    "AffinityOutcome",
+    "Cluster",
+    "ClusterRequest",
+    "ClusterStats",
+    "ClusterTotals",
+    "Placement",
+    "Rejection",
+    "WorkerStats",
+]
+
+# What server-side affinity did for one request:
+#   bound / opened      session_control bind / open stored (or overwrote) a binding
+#   followed            a bare session_id went to its live binding and slid its TTL
+#   closed              a close went to its live binding, which was then removed
+#   header-bound        X-Dynamo-Session-ID: the first request bound its key
+#   header-followed     X-Dynamo-Session-ID: the request went to its key's binding
+#   none                nothing (no affinity, an unbound bare session_id or close, ...)
+AffinityOutcome = Literal[
+    "none", "bound", "opened", "followed", "closed", "header-bound", "header-followed"
+]
+
+# Dynamo v1.6 keys a subagent group by its parent id under an internal prefix (§1.3, #14521).
+_GROUP_KEY_PREFIX = "\x01sg:"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterRequest:
+    """One request as the frontend sees it.
+
+    `block_keys` must be chained (key i names blocks 0..i, as chain_block_keys makes them):
+    the prefix cache compares one key to decide that a whole run of blocks matches. A
+    request's id must be unique among requests in flight (cancel finds it by id).
+    """
+
+    request_id: str
+    block_keys: tuple[int, ...]  # the prompt's full blocks, first block first
+    prompt_tokens: int
+    output_tokens: int
+    # `nvext.session_control` exactly as sent (normally a dict; anything else gets a 400).
+    session_control: object = None
+    session_header: str | None = None  # X-Dynamo-Session-ID
+    parent_session_header: str | None = None  # X-Dynamo-Parent-Session-ID
+
+
+class Placement(NamedTuple):
+    """Where the request runs and when: durations from submit, `end_s` on the caller's clock.
+
+    Immutable; a NamedTuple rather than a frozen dataclass because one is built per request
+    on the simulator's hot path and costs half as much.
+    """
+
+    worker_id: int
+    dp_rank: int
+    cached_tokens: int  # usage.prompt_tokens_details.cached_tokens
+    queued_s: float  # waiting for a batch slot
+    ttft_s: float  # submit to first token: queue, prefill queue, prefill
+    itl_s: float  # gap between consecutive output tokens
+    end_s: float  # last token
+    affinity: AffinityOutcome = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """The frontend refused the request; the mock server answers with this status and text."""
+
+    status: int
+    message: str
+
+
+class WorkerStats(TypedDict):
+    worker_id: int
+    up: bool
+    requests: int
+    running: int
+    queued: int
+    prompt_tokens: int
+    cached_tokens: int  # prefix-cache hits
+    cache_blocks_used: int
+    cache_capacity_blocks: int
+    kv_usage: float  # KV blocks held by its requests / capacity (what decode time grows with)
+    bound_keys: int  # live session_control and header bindings to this worker
+    binds: int
+    closes: int
+    expiries: int
+    bindings_dropped: int  # removed because the worker went down
+    sessions_seen: int  # distinct session ids among its requests
+
+
+class ClusterTotals(TypedDict):
+    requests: int
+    running: int
+    queued: int
+    prompt_tokens: int
+    cached_tokens: int
+    prefix_cache_hit_ratio: float
+    cache_blocks_used: int
+    bound_keys: int
+    binds: int
+    closes: int
+    close_misses: int  # close for a key with no live binding
+    expiries: int
+    bindings_dropped: int
+    sessions_seen: int
+    rejections: dict[str, int]  # by HTTP status
+
+
+class ClusterStats(TypedDict):
+    now_s: float
+    router: str
+    dynamo_version: str
+    workers: list[WorkerStats]
+    totals: ClusterTotals
+
+
+class Cluster:
+    """N workers × dp ranks behind one frontend; see ClusterConfig for the knobs."""
+
+    def __init__(self, config: ClusterConfig | None = None) -> None:
+        self._config = config = config if config is not None else ClusterConfig()
+        self._live: dict[str, LiveRequest] = {}
+        dp = config.dp_ranks
+        # Engine index = worker_id * dp_ranks + dp_rank, so index order is (worker, rank)
+        # order: scanning it breaks ties towards the lowest worker id.
+        self._engines = [
+            Engine(index=i, worker_id=i // dp, dp_rank=i % dp, config=config, live_by_id=self._live)
+            for i in range(config.engines)
+        ]
+        self._worker_up = [True] * config.workers
+        self._up_engines: list[int] = list(range(config.engines))
+        # Round-robin visits every worker before a second rank of any worker.
+        self._rr_order = [w * dp + r for r in range(dp) for w in range(config.workers)]
+        self._rr_next = 0
+        self._rng = random.Random(config.seed)
+        # kv-approx: what the router believes each engine holds, from its own decisions.
+        self._predicted = (
+            [PrefixTree(None) for _ in self._engines] if config.router == "kv-approx" else []
+        )
+        self._sessions = BindingStore(config.engines)  # nvext.session_control
+        self._headers = BindingStore(config.engines)  # X-Dynamo-Session-ID
+        self._honour_control = config.honour_session_control or config.router in (
+            "kv",
+            "kv-approx",
+        )
+        self._sessions_seen: list[set[str]] = [set() for _ in range(config.workers)]
+        self._all_sessions_seen: set[str] = set()
+        self._close_misses = 0
+        self._rejections: dict[str, int] = {}
+        self._seq = 0
+        self._now_s = -math.inf
+        self._next_sweep_s = -math.inf
+        self._next_prune_s = -math.inf
+
+    @property
+    def config(self) -> ClusterConfig:
+        return self._config
+
+    def submit(self, request: ClusterRequest, now_s: float) -> Placement | Rejection:
+        """Route and time one request (or refuse it, as Dynamo's frontend would)."""
+        now_s = self._tick(now_s)
+        config = self._config
+
+        control = None
+        if request.session_control is not None:
+            try:
+                control = parse_session_control(
+                    request.session_control, version=config.dynamo_version
+                )
+            except SessionControlError as exc:
+                return self._reject(400, str(exc))
+        session_id = request.session_header or (control.session_id if control else None)
+        if not self._honour_control:
+            control = None
+
+        header_key = None
+        if config.header_affinity_ttl_s is not None and request.session_header is not None:
+            parent = request.parent_session_header
+            header_key = (
+                _GROUP_KEY_PREFIX + parent
+                if parent is not None and config.header_parent_grouping
+                else request.session_header
+            )
+
+        # Before selection: a live binding decides the engine, bypassing the router (§1.2).
+        bound = self._sessions.peek(control.session_id, now_s) if control is not None else None
+        header_bound = self._headers.peek(header_key, now_s) if header_key is not None else None
+        index = bound if bound is not None else header_bound
+        if index is None:
+            index = self._route(request, now_s)
+            if index is None:
+                return self._reject(503, "no inference worker is up")
+
+        engine = self._engines[index]
+        self._seq += 1
+        admit_s, first_token_s, end_s, itl_s, cached_tokens = engine.admit(
+            request.request_id,
+            request.block_keys,
+            request.prompt_tokens,
+            request.output_tokens,
+            now_s,
+            self._seq,
+        )
+        if self._predicted:
+            self._predicted[index].touch(request.block_keys, touched_s=now_s, ready_s=-math.inf)
+        if session_id is not None:
+            self._sessions_seen[engine.worker_id].add(session_id)
+            self._all_sessions_seen.add(session_id)
+
+        # After selection (on_routed, §1.2 and §1.3).
+        outcome: AffinityOutcome = "none"
+        if control is not None:
+            action = control.action
+            if action is None:
+                if bound is not None:
+                    self._sessions.slide(control.session_id, now_s)
+                    outcome = "followed"
+            elif action == "close":
+                if self._sessions.unbind(control.session_id) is not None:
+                    outcome = "closed"
+                else:
+                    self._close_misses += 1
+            else:
+                timeout_s = control.timeout_s
+                self._sessions.bind(
+                    control.session_id, index, expires_s=now_s + timeout_s, ttl_s=timeout_s
+                )
+                outcome = "bound" if action == "bind" else "opened"
+        if header_key is not None:
+            ttl_s = config.header_affinity_ttl_s
+            assert ttl_s is not None
+            # A request in flight holds the binding; the idle TTL runs from its end (§1.3).
+            expires_s = end_s + ttl_s
+            if header_bound is not None:
+                self._headers.hold_until(header_key, expires_s)
+                if outcome == "none":
+                    outcome = "header-followed"
+            else:
+                self._headers.bind(header_key, index, expires_s=expires_s, ttl_s=ttl_s)
+                if outcome == "none":
+                    outcome = "header-bound"
+
+        return Placement(
+            engine.worker_id,
+            engine.dp_rank,
+            cached_tokens,
+            admit_s - now_s,
+            first_token_s - now_s,
+            itl_s,
+            end_s,
+            outcome,
+        )
+
+    def cancel(self, request_id: str, now_s: float) -> bool:
+        """The client went away: free the request's slot. False if it is unknown or ended."""
+        now_s = self._tick(now_s)
+        request = self._live.pop(request_id, None)
+        if request is None or request.end_s <= now_s:
+            return False
+        self._engines[request.engine].cancel(request, now_s)
+        return True
+
+    def worker_down(self, worker_id: int, now_s: float) -> tuple[str, ...]:
+        """Take a worker down: its in-flight requests (returned) fail, its bindings are
+        dropped and its cache is lost. Does nothing if it is already down."""
+        self._check_worker(worker_id)
+        now_s = self._tick(now_s)
+        if not self._worker_up[worker_id]:
+            return ()
+        self._worker_up[worker_id] = False
+        engines = self._worker_engines(worker_id)
+        lost: list[str] = []
+        for engine in engines:
+            engine.release_ended(now_s)
+            lost.extend(engine.in_flight())
+            engine.reset()
+            if self._predicted:
+                self._predicted[engine.index].clear()
+        indices = frozenset(engine.index for engine in engines)
+        self._sessions.drop_engines(indices)
+        self._headers.drop_engines(indices)
+        self._up_engines = [i for i in self._up_engines if i not in indices]
+        return tuple(lost)
+
+    def worker_up(self, worker_id: int, now_s: float) -> None:
+        """Bring a worker back, empty (its cache was lost when it went down)."""
+        self._check_worker(worker_id)
+        self._tick(now_s)
+        if self._worker_up[worker_id]:
+            return
+        self._worker_up[worker_id] = True
+        dp = self._config.dp_ranks
+        self._up_engines = [i for i in range(len(self._engines)) if self._worker_up[i // dp]]
+
+    def worker_is_up(self, worker_id: int) -> bool:
+        self._check_worker(worker_id)
+        return self._worker_up[worker_id]
+
+    def bound_keys(self, now_s: float) -> int:
+        """Live session_control and header bindings (expired ones excluded, swept or not)."""
+        now_s = self._tick(now_s)
+        return sum(self._sessions.live_per_engine(now_s)) + sum(
+            self._headers.live_per_engine(now_s)
+        )
+
+    def stats(self, now_s: float) -> ClusterStats:
+        """A JSON-able snapshot: per worker and totals. O(requests in flight + bindings)."""
+        now_s = self._tick(now_s)
+        config = self._config
+        sessions, headers = self._sessions, self._headers
+        bound_sessions = sessions.live_per_engine(now_s)
+        bound_headers = headers.live_per_engine(now_s)
+        capacity_blocks = config.capacity_blocks * config.dp_ranks
+        workers: list[WorkerStats] = []
+        for worker_id in range(config.workers):
+            running = queued = active_blocks = 0
+            requests = prompt_tokens = cached_tokens = cache_blocks = 0
+            bound_keys = binds = closes = expiries = dropped = 0
+            for engine in self._worker_engines(worker_id):
+                i = engine.index
+                engine_running, engine_queued = engine.running_and_queued(now_s)
+                running += engine_running
+                queued += engine_queued
+                active_blocks += engine.active_blocks
+                requests += engine.requests
+                prompt_tokens += engine.prompt_tokens
+                cached_tokens += engine.cached_tokens
+                cache_blocks += engine.cache.blocks
+                bound_keys += bound_sessions[i] + bound_headers[i]
+                binds += sessions.binds[i] + headers.binds[i]
+                closes += sessions.closes[i] + headers.closes[i]
+                expiries += sessions.expiries[i] + headers.expiries[i]
+                dropped += sessions.dropped[i] + headers.dropped[i]
+            workers.append(
+                WorkerStats(
+                    worker_id=worker_id,
+                    up=self._worker_up[worker_id],
+                    requests=requests,
+                    running=running,
+                    queued=queued,
+                    prompt_tokens=prompt_tokens,
+                    cached_tokens=cached_tokens,
+                    cache_blocks_used=cache_blocks,
+                    cache_capacity_blocks=capacity_blocks,
+                    kv_usage=min(1.0, active_blocks / capacity_blocks),
+                    bound_keys=bound_keys,
+                    binds=binds,
+                    closes=closes,
+                    expiries=expiries,
+                    bindings_dropped=dropped,
+                    sessions_seen=len(self._sessions_seen[worker_id]),
+                )
+            )
+        prompt_total = sum(w["prompt_tokens"] for w in workers)
+        cached_total = sum(w["cached_tokens"] for w in workers)
+        totals = ClusterTotals(
+            requests=sum(w["requests"] for w in workers),
+            running=sum(w["running"] for w in workers),
+            queued=sum(w["queued"] for w in workers),
+            prompt_tokens=prompt_total,
+            cached_tokens=cached_total,
+            prefix_cache_hit_ratio=cached_total / prompt_total if prompt_total else 0.0,
+            cache_blocks_used=sum(w["cache_blocks_used"] for w in workers),
+            bound_keys=sum(w["bound_keys"] for w in workers),
+            binds=sum(w["binds"] for w in workers),
+            closes=sum(w["closes"] for w in workers),
+            close_misses=self._close_misses,
+            expiries=sum(w["expiries"] for w in workers),
+            bindings_dropped=sum(w["bindings_dropped"] for w in workers),
+            sessions_seen=len(self._all_sessions_seen),
+            rejections=dict(self._rejections),
+        )
+        return ClusterStats(
+            now_s=now_s,
+            router=config.router,
+            dynamo_version=config.dynamo_version,
+            workers=workers,
+            totals=totals,
+        )
+
+    def _route(self, request: ClusterRequest, now_s: float) -> int | None:
+        """The router mode's choice among engines whose worker is up; None if none is."""
+        up = self._up_engines
+        if not up:
+            return None
+        mode = self._config.router
+        if mode == "round-robin":
+            order = self._rr_order
+            while True:  # terminates: at least one engine in `order` is up
+                index = order[self._rr_next]
+                self._rr_next = (self._rr_next + 1) % len(order)
+                if self._worker_up[self._engines[index].worker_id]:
+                    return index
+        if mode == "random":
+            return self._rng.choice(up)
+        engines = self._engines
+        if mode == "least-loaded":
+            # min() keeps the first of equals: ties go to the lowest (worker, rank).
+            return min(up, key=lambda i: engines[i].load(now_s))
+        return self._route_kv(request, now_s)
+
+    def _route_kv(self, request: ClusterRequest, now_s: float) -> int:
+        """Lowest cost = uncached prompt blocks + KV blocks in use (§1.5, the classic form with
+        overlap weight 1); ties to the lowest (worker, rank). `kv` sees blocks stored by
+        finished prefills (what KV events report); `kv-approx` sees blocks it routed there
+        in the last kv_approx_ttl_s."""
+        keys = request.block_keys
+        prompt_blocks = -(-request.prompt_tokens // self._config.block_size_tokens)
+        touched_after_s = now_s - self._config.kv_approx_ttl_s
+        best, best_cost = -1, math.inf
+        for i in self._up_engines:
+            engine = self._engines[i]
+            if self._predicted:
+                overlap = self._predicted[i].match(keys, len(keys), touched_after_s=touched_after_s)
+            else:
+                overlap = engine.cache.match(keys, len(keys), ready_by_s=now_s)
+            engine.release_ended(now_s)
+            cost = max(0, prompt_blocks - overlap) + engine.active_blocks
+            if cost < best_cost:
+                best, best_cost = i, cost
+        return best
+
+    def _tick(self, now_s: float) -> float:
+        """Clamp the clock to never go back; run the periodic sweeps that are due."""
+        if now_s < self._now_s:
+            now_s = self._now_s
+        self._now_s = now_s
+        if now_s >= self._next_sweep_s:
+            self._sessions.sweep(now_s)
+            self._headers.sweep(now_s)
+            self._next_sweep_s = now_s + self._config.session_sweep_s
+        if self._predicted and now_s >= self._next_prune_s:
+            # Pruning every half TTL keeps the predicted index at most 1.5 TTLs of traffic.
+            ttl_s = self._config.kv_approx_ttl_s
+            for tree in self._predicted:
+                tree.prune(touched_by_s=now_s - ttl_s)
+            self._next_prune_s = now_s + ttl_s / 2
+        return now_s
+
+    def _reject(self, status: int, message: str) -> Rejection:
+        key = str(status)
+        self._rejections[key] = self._rejections.get(key, 0) + 1
+        return Rejection(status=status, message=message)
+
+    def _worker_engines(self, worker_id: int) -> list[Engine]:
+        dp = self._config.dp_ranks
+        return self._engines[worker_id * dp : (worker_id + 1) * dp]
+
+    def _check_worker(self, worker_id: int) -> None:
+        if not 0 <= worker_id < self._config.workers:
+            raise ValueError(
+                f"no worker {worker_id}: this cluster has workers 0..{self._config.workers - 1}"
+            )

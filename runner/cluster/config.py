@@ -1,0 +1,112 @@
+"""The simulated cluster's configuration and its latency polynomials.
+
+Owns every knob of `runner/cluster` with its documented default, validated once when built
+(bad values raise SpecError). No state, no clock: the latency functions map a load to a
+duration and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from runner.errors import SpecError
+
+__all__ = ["ClusterConfig", "DynamoVersion", "RouterMode"]
+
+RouterMode = Literal["round-robin", "random", "least-loaded", "kv", "kv-approx"]
+DynamoVersion = Literal["1.2", "1.3"]
+
+_ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
+_DYNAMO_VERSIONS: tuple[str, ...] = get_args(DynamoVersion)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterConfig:
+    """How the simulated inference cluster is built and how fast it is.
+
+    Defaults follow Dynamo's mocker (server-side.md §1.7): 64-token blocks, 16384 KV blocks
+    and 256 sequences per engine, and its default polynomial timing. An engine is one
+    (worker, dp rank); each has its own prefix cache, batch slots and prefill queue.
+    """
+
+    workers: int = 8
+    dp_ranks: int = 1  # data-parallel ranks per worker
+    block_size_tokens: int = 64  # mocker --block-size (vLLM mode)
+    capacity_blocks: int = 16384  # mocker --num-gpu-blocks-override, per engine
+    max_num_seqs: int = 256  # mocker --max-num-seqs: running requests per engine
+    # Dynamo's frontend default is round-robin (server-side.md §1.5).
+    router: RouterMode = "round-robin"
+    # ApproxKvIndexer: predicted blocks expire after --router-ttl-secs, default 120 s (§1.5).
+    kv_approx_ttl_s: float = 120.0
+    # prefill_ms(T) = a·T² + b·T + c, T = uncached prompt tokens (mocker default, §1.7).
+    prefill_ms_per_token_sq: float = 4.21e-7
+    prefill_ms_per_token: float = 0.01518
+    prefill_overhead_ms: float = 16.5
+    # decode_ms(p) = max(floor, a·p² + b·p + c), p = active KV fraction (mocker default, §1.7).
+    decode_ms_per_usage_sq: float = -25.74
+    decode_ms_per_usage: float = 54.01
+    decode_base_ms: float = 5.74
+    decode_floor_ms: float = 1.0
+    # Multiplies every modelled latency (prefill, decode); 0 gives a zero-latency cluster.
+    # Protocol timeouts (binding TTLs, sweeps) are in the caller's clock and are not scaled.
+    time_scale: float = 1.0
+    # 1.2.x accepts session_control actions open/close and rejects bind with HTTP 400;
+    # 1.3 (bind-era, PR ai-dynamo/dynamo#9920) accepts open/bind/close (§1.2).
+    dynamo_version: DynamoVersion = "1.3"
+    # Real Dynamo honours session_control only with --router-mode kv (§1.5 case c), which is
+    # what False gives (kv and kv-approx only); our experiments use round-robin plus
+    # affinity, so the default honours it in every mode.
+    honour_session_control: bool = True
+    session_sweep_s: float = 30.0  # the sticky-session reaper's period (§1.2)
+    # X-Dynamo-Session-ID affinity (--router-session-affinity-ttl-secs, §1.3); None = off.
+    header_affinity_ttl_s: float | None = None
+    # v1.6 subagent grouping (#14521): a request with a parent header binds under the
+    # parent's group key, so siblings share a worker while the parent keeps its own.
+    header_parent_grouping: bool = True
+    seed: int = 0  # the random router's seed
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "dp_ranks", "block_size_tokens", "capacity_blocks"):
+            if getattr(self, name) < 1:
+                raise SpecError(f"cluster {name} must be at least 1, got {getattr(self, name)}")
+        if self.max_num_seqs < 1:
+            raise SpecError(f"cluster max_num_seqs must be at least 1, got {self.max_num_seqs}")
+        if self.router not in _ROUTER_MODES:
+            raise SpecError(
+                f"unknown cluster router {self.router!r}; choose one of {', '.join(_ROUTER_MODES)}"
+            )
+        if self.dynamo_version not in _DYNAMO_VERSIONS:
+            raise SpecError(
+                f"unknown dynamo_version {self.dynamo_version!r}; "
+                f"choose one of {', '.join(_DYNAMO_VERSIONS)}"
+            )
+        if self.time_scale < 0:
+            raise SpecError(f"time_scale must be 0 or more, got {self.time_scale}")
+        for name in ("kv_approx_ttl_s", "session_sweep_s"):
+            if getattr(self, name) <= 0:
+                raise SpecError(f"cluster {name} must be positive, got {getattr(self, name)}")
+        if self.header_affinity_ttl_s is not None and self.header_affinity_ttl_s <= 0:
+            raise SpecError(
+                f"header_affinity_ttl_s must be positive or None (off), "
+                f"got {self.header_affinity_ttl_s}"
+            )
+
+    @property
+    def engines(self) -> int:
+        return self.workers * self.dp_ranks
+
+    def prefill_ms(self, uncached_tokens: int) -> float:
+        """Unscaled prefill time of `uncached_tokens` new tokens (1k → 32 ms, 8k → 165 ms)."""
+        t = uncached_tokens
+        return (
+            self.prefill_ms_per_token_sq * t * t
+            + self.prefill_ms_per_token * t
+            + (self.prefill_overhead_ms)
+        )
+
+    def decode_ms(self, kv_usage: float) -> float:
+        """Unscaled decode step time at KV usage fraction `kv_usage` (5.74 ms idle, 34 ms full)."""
+        p = kv_usage
+        step_ms = self.decode_ms_per_usage_sq * p * p + self.decode_ms_per_usage * p
+        return max(self.decode_floor_ms, step_ms + self.decode_base_ms)

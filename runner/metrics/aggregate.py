@@ -1,0 +1,583 @@
+"""Run-level aggregation of request records: counters, histograms, splits, snapshots.
+
+Owns what a run's metrics are made of (overall, by tree depth, by branch mode, per client and
+inference worker), goodput against SLOs, and the exact merge of snapshots from several
+processes. It must not read a clock or do I/O: callers pass records and elapsed time, and
+publish what `summary()` and `snapshot()` return.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Final, TypedDict
+
+from runner.errors import SpecError
+from runner.metrics.histogram import HistogramDict, LatencyHistogram, PercentileSummary
+from runner.metrics.records import BRANCH_MODE_NAMES, RequestRecord
+
+__all__ = [
+    "DEPTH_LABELS",
+    "SLO_METRICS",
+    "ClientWorkersDict",
+    "GroupSummary",
+    "InferenceWorkersDict",
+    "InferenceWorkersSummary",
+    "RequestStats",
+    "RequestStatsDict",
+    "RunMetrics",
+    "RunSnapshot",
+    "RunSummary",
+    "Throughput",
+]
+
+# Depths 3 and deeper share a group: trees deeper than that are rare and a chart with one line
+# per depth stops being readable.
+DEPTH_LABELS: Final = ("0", "1", "2", "3+")
+SLO_METRICS: Final = ("ttft_ms", "itl_ms", "latency_ms")
+_SNAPSHOT_VERSION: Final = 1
+
+
+class Throughput(TypedDict):
+    """Rates over a caller-supplied elapsed time; None until any time has elapsed."""
+
+    elapsed_s: float
+    requests_per_s: float | None  # completed (successful) requests
+    input_tokens_per_s: float | None
+    output_tokens_per_s: float | None
+    goodput_per_s: float | None  # completed requests that met every SLO
+
+
+class GroupSummary(TypedDict):
+    requests: int  # every counted (non-warmup) request, failed or not
+    completed: int  # requests that succeeded; latency, tokens and cache come from these only
+    errors: int
+    errors_by_category: dict[str, int]  # non-zero categories only
+    error_rate: float | None
+    good_requests: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    prefix_cache_hit_ratio: float | None
+    ttft_ms: PercentileSummary
+    itl_ms: PercentileSummary
+    latency_ms: PercentileSummary
+    span_s: float | None  # first counted start to last end: an elapsed time for offline reports
+    throughput: Throughput | None
+
+
+class ClientWorkersDict(TypedDict):
+    """Per client worker, indexed by worker number."""
+
+    completed: list[int]
+    errors: list[int]
+
+
+class InferenceWorkersDict(TypedDict):
+    """Per inference worker as parallel arrays, ordered by the id the server reported."""
+
+    ids: list[int]
+    requests: list[int]
+    errors: list[int]
+    prompt_tokens: list[int]
+    cached_tokens: list[int]
+    cache_reported_prompt_tokens: list[int]
+
+
+class InferenceWorkersSummary(InferenceWorkersDict):
+    prefix_cache_hit_ratio: list[float | None]
+
+
+class RunSummary(GroupSummary):
+    warmup_requests: int
+    slo_ms: dict[str, float]
+    by_depth: dict[str, GroupSummary]
+    by_branch_mode: dict[str, GroupSummary]
+    client_workers: ClientWorkersDict
+    inference_workers: InferenceWorkersSummary
+
+
+class RequestStatsDict(TypedDict):
+    requests: int
+    completed: int
+    good: int
+    errors: dict[str, int]
+    prompt_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cache_reported_prompt_tokens: int
+    first_start_s: float | None
+    last_end_s: float | None
+    ttft_ms: HistogramDict
+    itl_ms: HistogramDict
+    latency_ms: HistogramDict
+
+
+class RunSnapshot(TypedDict):
+    """Cumulative, JSON-able state of a RunMetrics. The overall group is not stored: it is
+    the exact merge of the depth groups. Groups without requests are left out."""
+
+    version: int
+    slo_ms: dict[str, float]
+    warmup_requests: int
+    by_depth: dict[str, RequestStatsDict]
+    by_branch_mode: dict[str, RequestStatsDict]
+    client_workers: ClientWorkersDict
+    inference_workers: InferenceWorkersDict
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+class RequestStats:
+    """Counters and latency histograms of one slice of a run's requests.
+
+    Every counted request adds to `requests`; a failed one adds only to its error category
+    (its partial timings would drag percentiles towards the timeout), a successful one to
+    `completed`, tokens, prefix-cache counts and the histograms.
+    """
+
+    __slots__ = (
+        "cache_reported_prompt_tokens",
+        "cached_tokens",
+        "completed",
+        "errors_by_category",
+        "first_start_s",
+        "good",
+        "itl_ms",
+        "last_end_s",
+        "latency_ms",
+        "output_tokens",
+        "prompt_tokens",
+        "requests",
+        "ttft_ms",
+    )
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.completed = 0
+        self.good = 0
+        self.errors_by_category: dict[str, int] = {}
+        self.prompt_tokens = 0
+        self.output_tokens = 0
+        self.cached_tokens = 0
+        # Prompt tokens of the requests whose server reported cached tokens: the denominator of
+        # the hit ratio, so servers that report nothing do not dilute it.
+        self.cache_reported_prompt_tokens = 0
+        self.first_start_s = math.inf
+        self.last_end_s = -math.inf
+        self.ttft_ms = LatencyHistogram()
+        self.itl_ms = LatencyHistogram()
+        self.latency_ms = LatencyHistogram()
+
+    def add(
+        self, record: RequestRecord, *, ttft_ms: float | None, latency_ms: float, good: bool
+    ) -> None:
+        """Count one record; the caller derives ttft/latency once for all slices it feeds."""
+        self.requests += 1
+        if record.start_s < self.first_start_s:
+            self.first_start_s = record.start_s
+        if record.end_s > self.last_end_s:
+            self.last_end_s = record.end_s
+        error = record.error
+        if error is not None:
+            self.errors_by_category[error] = self.errors_by_category.get(error, 0) + 1
+            return
+        self.completed += 1
+        if good:
+            self.good += 1
+        self.prompt_tokens += record.prompt_tokens
+        self.output_tokens += record.output_tokens
+        if record.cached_tokens is not None:
+            self.cached_tokens += record.cached_tokens
+            self.cache_reported_prompt_tokens += record.prompt_tokens
+        if ttft_ms is not None:
+            self.ttft_ms.record(ttft_ms)
+        if record.itl_ms is not None:
+            self.itl_ms.record(record.itl_ms)
+        self.latency_ms.record(latency_ms)
+
+    @property
+    def errors(self) -> int:
+        return sum(self.errors_by_category.values())
+
+    @property
+    def prefix_cache_hit_ratio(self) -> float | None:
+        """Σ cached / Σ prompt tokens over successful requests whose server reported cache."""
+        return _ratio(self.cached_tokens, self.cache_reported_prompt_tokens)
+
+    @property
+    def span_s(self) -> float | None:
+        """From the first counted request's start to the last one's end."""
+        if not self.requests:
+            return None
+        return self.last_end_s - self.first_start_s
+
+    def merge(self, other: RequestStats) -> None:
+        self.requests += other.requests
+        self.completed += other.completed
+        self.good += other.good
+        for category, n in other.errors_by_category.items():
+            self.errors_by_category[category] = self.errors_by_category.get(category, 0) + n
+        self.prompt_tokens += other.prompt_tokens
+        self.output_tokens += other.output_tokens
+        self.cached_tokens += other.cached_tokens
+        self.cache_reported_prompt_tokens += other.cache_reported_prompt_tokens
+        self.first_start_s = min(self.first_start_s, other.first_start_s)
+        self.last_end_s = max(self.last_end_s, other.last_end_s)
+        self.ttft_ms.merge(other.ttft_ms)
+        self.itl_ms.merge(other.itl_ms)
+        self.latency_ms.merge(other.latency_ms)
+
+    def throughput(self, elapsed_s: float) -> Throughput:
+        if elapsed_s <= 0.0:
+            return {
+                "elapsed_s": elapsed_s,
+                "requests_per_s": None,
+                "input_tokens_per_s": None,
+                "output_tokens_per_s": None,
+                "goodput_per_s": None,
+            }
+        return {
+            "elapsed_s": elapsed_s,
+            "requests_per_s": self.completed / elapsed_s,
+            "input_tokens_per_s": self.prompt_tokens / elapsed_s,
+            "output_tokens_per_s": self.output_tokens / elapsed_s,
+            "goodput_per_s": self.good / elapsed_s,
+        }
+
+    def summary(self, *, elapsed_s: float | None = None) -> GroupSummary:
+        errors = self.errors
+        return {
+            "requests": self.requests,
+            "completed": self.completed,
+            "errors": errors,
+            "errors_by_category": {k: n for k, n in sorted(self.errors_by_category.items()) if n},
+            "error_rate": _ratio(errors, self.requests),
+            "good_requests": self.good,
+            "input_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "prefix_cache_hit_ratio": self.prefix_cache_hit_ratio,
+            "ttft_ms": self.ttft_ms.summary(),
+            "itl_ms": self.itl_ms.summary(),
+            "latency_ms": self.latency_ms.summary(),
+            "span_s": self.span_s,
+            "throughput": None if elapsed_s is None else self.throughput(elapsed_s),
+        }
+
+    def to_dict(self) -> RequestStatsDict:
+        return {
+            "requests": self.requests,
+            "completed": self.completed,
+            "good": self.good,
+            "errors": dict(sorted(self.errors_by_category.items())),
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_reported_prompt_tokens": self.cache_reported_prompt_tokens,
+            "first_start_s": self.first_start_s if self.requests else None,
+            "last_end_s": self.last_end_s if self.requests else None,
+            "ttft_ms": self.ttft_ms.to_dict(),
+            "itl_ms": self.itl_ms.to_dict(),
+            "latency_ms": self.latency_ms.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: RequestStatsDict) -> RequestStats:
+        stats = cls()
+        stats.requests = data["requests"]
+        stats.completed = data["completed"]
+        stats.good = data["good"]
+        stats.errors_by_category = dict(data["errors"])
+        stats.prompt_tokens = data["prompt_tokens"]
+        stats.output_tokens = data["output_tokens"]
+        stats.cached_tokens = data["cached_tokens"]
+        stats.cache_reported_prompt_tokens = data["cache_reported_prompt_tokens"]
+        first_start_s, last_end_s = data["first_start_s"], data["last_end_s"]
+        if stats.requests:
+            if first_start_s is None or last_end_s is None:
+                raise ValueError("a group with requests needs first_start_s and last_end_s")
+            stats.first_start_s = float(first_start_s)
+            stats.last_end_s = float(last_end_s)
+        stats.ttft_ms = LatencyHistogram.from_dict(data["ttft_ms"])
+        stats.itl_ms = LatencyHistogram.from_dict(data["itl_ms"])
+        stats.latency_ms = LatencyHistogram.from_dict(data["latency_ms"])
+        if stats.completed + stats.errors != stats.requests:
+            raise ValueError("group requests must equal completed plus errors")
+        return stats
+
+
+class _InferenceWorkerTally:
+    __slots__ = (
+        "cache_reported_prompt_tokens",
+        "cached_tokens",
+        "errors",
+        "prompt_tokens",
+        "requests",
+    )
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.errors = 0
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.cache_reported_prompt_tokens = 0
+
+
+def _parse_slo_ms(slo_ms: Mapping[str, float] | None) -> dict[str, float]:
+    parsed: dict[str, float] = {}
+    for metric, limit in (slo_ms or {}).items():
+        if metric not in SLO_METRICS:
+            raise SpecError(f"unknown SLO metric {metric!r}; use one of {', '.join(SLO_METRICS)}")
+        if isinstance(limit, bool) or not (isinstance(limit, int | float) and 0 < limit < math.inf):
+            raise SpecError(f"SLO {metric} must be a positive number of ms, got {limit!r}")
+        parsed[metric] = float(limit)
+    return parsed
+
+
+def _depth_index(depth: int) -> int:
+    if depth < 0:
+        raise ValueError(f"request depth must be >= 0, got {depth}")
+    return depth if depth < 3 else 3
+
+
+class RunMetrics:
+    """Everything a run measures from its request records, mergeable across processes.
+
+    Warmup records are counted in `warmup_requests` and nowhere else. A request is *good*
+    when it succeeded and every SLO it can be judged on holds (a request without a first
+    token or without an ITL is not judged on that metric).
+    """
+
+    def __init__(self, *, slo_ms: Mapping[str, float] | None = None) -> None:
+        self._slo_ms = _parse_slo_ms(slo_ms)
+        # Missing SLOs become +inf so the hot path compares without looking anything up.
+        self._ttft_limit_ms = self._slo_ms.get("ttft_ms", math.inf)
+        self._itl_limit_ms = self._slo_ms.get("itl_ms", math.inf)
+        self._latency_limit_ms = self._slo_ms.get("latency_ms", math.inf)
+        self.warmup_requests = 0
+        self._overall = RequestStats()
+        self._by_depth = [RequestStats() for _ in DEPTH_LABELS]
+        self._by_mode: dict[str, RequestStats] = {
+            mode: RequestStats() for mode in BRANCH_MODE_NAMES
+        }
+        self._client_completed: list[int] = []
+        self._client_errors: list[int] = []
+        self._inference: dict[int, _InferenceWorkerTally] = {}
+
+    # -- feeding ---------------------------------------------------------------------------
+
+    def record(self, record: RequestRecord) -> None:
+        if record.warmup:
+            self.warmup_requests += 1
+            return
+        ttft_ms = record.ttft_ms
+        latency_ms = record.latency_ms
+        itl_ms = record.itl_ms
+        ok = record.error is None
+        good = (
+            ok
+            and latency_ms <= self._latency_limit_ms
+            and (ttft_ms is None or ttft_ms <= self._ttft_limit_ms)
+            and (itl_ms is None or itl_ms <= self._itl_limit_ms)
+        )
+        depth_stats = self._by_depth[_depth_index(record.depth)]
+        mode_stats = self._by_mode[record.branch_mode]
+        for stats in (self._overall, depth_stats, mode_stats):
+            stats.add(record, ttft_ms=ttft_ms, latency_ms=latency_ms, good=good)
+
+        worker = record.client_worker
+        if worker < 0:
+            raise ValueError(f"client worker must be >= 0, got {worker}")
+        if worker >= len(self._client_completed):
+            grow = worker + 1 - len(self._client_completed)
+            self._client_completed.extend([0] * grow)
+            self._client_errors.extend([0] * grow)
+        if ok:
+            self._client_completed[worker] += 1
+        else:
+            self._client_errors[worker] += 1
+
+        if record.inference_worker is not None:
+            tally = self._inference.get(record.inference_worker)
+            if tally is None:
+                tally = self._inference[record.inference_worker] = _InferenceWorkerTally()
+            tally.requests += 1
+            if not ok:
+                tally.errors += 1
+            else:
+                tally.prompt_tokens += record.prompt_tokens
+                if record.cached_tokens is not None:
+                    tally.cached_tokens += record.cached_tokens
+                    tally.cache_reported_prompt_tokens += record.prompt_tokens
+
+    def merge(self, other: RunMetrics) -> None:
+        """Add another process's metrics to these; equal to having recorded both streams."""
+        if other._slo_ms != self._slo_ms:
+            raise ValueError(f"cannot merge metrics with SLOs {other._slo_ms} into {self._slo_ms}")
+        self.warmup_requests += other.warmup_requests
+        self._overall.merge(other._overall)
+        for mine, theirs in zip(self._by_depth, other._by_depth, strict=True):
+            mine.merge(theirs)
+        for mode, stats in self._by_mode.items():
+            stats.merge(other._by_mode[mode])
+        grow = len(other._client_completed) - len(self._client_completed)
+        if grow > 0:
+            self._client_completed.extend([0] * grow)
+            self._client_errors.extend([0] * grow)
+        for worker, n in enumerate(other._client_completed):
+            self._client_completed[worker] += n
+        for worker, n in enumerate(other._client_errors):
+            self._client_errors[worker] += n
+        for worker_id, their_tally in other._inference.items():
+            tally = self._inference.get(worker_id)
+            if tally is None:
+                tally = self._inference[worker_id] = _InferenceWorkerTally()
+            tally.requests += their_tally.requests
+            tally.errors += their_tally.errors
+            tally.prompt_tokens += their_tally.prompt_tokens
+            tally.cached_tokens += their_tally.cached_tokens
+            tally.cache_reported_prompt_tokens += their_tally.cache_reported_prompt_tokens
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def slo_ms(self) -> dict[str, float]:
+        return dict(self._slo_ms)
+
+    @property
+    def overall(self) -> RequestStats:
+        return self._overall
+
+    @property
+    def by_depth(self) -> dict[str, RequestStats]:
+        return dict(zip(DEPTH_LABELS, self._by_depth, strict=True))
+
+    @property
+    def by_branch_mode(self) -> dict[str, RequestStats]:
+        return dict(self._by_mode)
+
+    @property
+    def prefix_cache_hit_ratio(self) -> float | None:
+        return self.overall.prefix_cache_hit_ratio
+
+    def throughput(self, elapsed_s: float) -> Throughput:
+        return self.overall.throughput(elapsed_s)
+
+    def summary_percentiles(self) -> dict[str, PercentileSummary]:
+        return {
+            "ttft_ms": self.overall.ttft_ms.summary(),
+            "itl_ms": self.overall.itl_ms.summary(),
+            "latency_ms": self.overall.latency_ms.summary(),
+        }
+
+    def client_workers(self) -> ClientWorkersDict:
+        return {"completed": list(self._client_completed), "errors": list(self._client_errors)}
+
+    def inference_workers(self) -> InferenceWorkersDict:
+        ids = sorted(self._inference)
+        tallies = [self._inference[worker_id] for worker_id in ids]
+        return {
+            "ids": ids,
+            "requests": [t.requests for t in tallies],
+            "errors": [t.errors for t in tallies],
+            "prompt_tokens": [t.prompt_tokens for t in tallies],
+            "cached_tokens": [t.cached_tokens for t in tallies],
+            "cache_reported_prompt_tokens": [t.cache_reported_prompt_tokens for t in tallies],
+        }
+
+    def summary(self, *, elapsed_s: float | None = None) -> RunSummary:
+        """Everything, ready for JSON: overall figures at top level plus the splits."""
+        workers = self.inference_workers()
+        return {
+            **self.overall.summary(elapsed_s=elapsed_s),
+            "warmup_requests": self.warmup_requests,
+            "slo_ms": self.slo_ms,
+            "by_depth": {
+                label: stats.summary(elapsed_s=elapsed_s)
+                for label, stats in zip(DEPTH_LABELS, self._by_depth, strict=True)
+            },
+            "by_branch_mode": {
+                mode: stats.summary(elapsed_s=elapsed_s) for mode, stats in self._by_mode.items()
+            },
+            "client_workers": self.client_workers(),
+            "inference_workers": {
+                **workers,
+                "prefix_cache_hit_ratio": [
+                    _ratio(cached, reported)
+                    for cached, reported in zip(
+                        workers["cached_tokens"],
+                        workers["cache_reported_prompt_tokens"],
+                        strict=True,
+                    )
+                ],
+            },
+        }
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot(self) -> RunSnapshot:
+        return {
+            "version": _SNAPSHOT_VERSION,
+            "slo_ms": self.slo_ms,
+            "warmup_requests": self.warmup_requests,
+            "by_depth": {
+                label: stats.to_dict()
+                for label, stats in zip(DEPTH_LABELS, self._by_depth, strict=True)
+                if stats.requests
+            },
+            "by_branch_mode": {
+                mode: stats.to_dict() for mode, stats in self._by_mode.items() if stats.requests
+            },
+            "client_workers": self.client_workers(),
+            "inference_workers": self.inference_workers(),
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: RunSnapshot) -> RunMetrics:
+        if data.get("version") != _SNAPSHOT_VERSION:
+            raise ValueError(
+                f"metrics snapshot version {data.get('version')!r} is not {_SNAPSHOT_VERSION}"
+            )
+        metrics = cls(slo_ms=data["slo_ms"])
+        metrics.warmup_requests = data["warmup_requests"]
+        depth_labels = set(data["by_depth"]) - set(DEPTH_LABELS)
+        mode_labels = set(data["by_branch_mode"]) - set(BRANCH_MODE_NAMES)
+        if depth_labels or mode_labels:
+            raise ValueError(f"unknown metrics groups {sorted(depth_labels | mode_labels)}")
+        for index, label in enumerate(DEPTH_LABELS):
+            group = data["by_depth"].get(label)
+            if group is not None:
+                stats = metrics._by_depth[index] = RequestStats.from_dict(group)
+                metrics._overall.merge(stats)
+        for mode, group in data["by_branch_mode"].items():
+            metrics._by_mode[mode] = RequestStats.from_dict(group)
+        if sum(s.requests for s in metrics._by_mode.values()) != metrics._overall.requests:
+            raise ValueError("metrics snapshot depth and branch-mode groups disagree")
+
+        clients = data["client_workers"]
+        if len(clients["completed"]) != len(clients["errors"]):
+            raise ValueError("client_workers arrays must have equal lengths")
+        metrics._client_completed = list(clients["completed"])
+        metrics._client_errors = list(clients["errors"])
+
+        workers = data["inference_workers"]
+        columns = (
+            workers["requests"],
+            workers["errors"],
+            workers["prompt_tokens"],
+            workers["cached_tokens"],
+            workers["cache_reported_prompt_tokens"],
+        )
+        if any(len(column) != len(workers["ids"]) for column in columns):
+            raise ValueError("inference_workers arrays must have equal lengths")
+        for position, worker_id in enumerate(workers["ids"]):
+            tally = metrics._inference[worker_id] = _InferenceWorkerTally()
+            tally.requests = workers["requests"][position]
+            tally.errors = workers["errors"][position]
+            tally.prompt_tokens = workers["prompt_tokens"][position]
+            tally.cached_tokens = workers["cached_tokens"][position]
+            tally.cache_reported_prompt_tokens = workers["cache_reported_prompt_tokens"][position]
+        return metrics
