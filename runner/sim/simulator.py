@@ -118,18 +118,24 @@ def _submit(
             output_tokens=0,
             error="worker_lost",
         )
-    salt = 0
+    seed = 0
     if isolate:
-        salt = salts.get(credit.root_id, 0)
-        if not salt:
+        seed = salts.get(credit.root_id, 0)
+        if not seed:
             # A stable digest, not hash(): str hashing is salted per process and the
             # simulation must give the same figures on every run with the same seed.
             digest = hashlib.blake2b(credit.root_id.encode(), digest_size=8).digest()
-            salt = salts[credit.root_id] = int.from_bytes(digest, "little") or 1
+            seed = salts[credit.root_id] = int.from_bytes(digest, "little") or 1
     headers = dict(dispatch.affinity.headers)
     request = ClusterRequest(
         request_id=str(credit.id),
-        block_keys=keys.keys(turn, salt=salt),
+        block_keys=keys.keys(
+            turn,
+            session_id=credit.session_id,
+            parent_id=credit.parent_id,
+            seed=seed,
+            final=credit.is_final_turn,
+        ),
         prompt_tokens=turn.input_tokens,
         output_tokens=max(1, turn.output_tokens),
         session_control=dispatch.affinity.session_control,

@@ -1,0 +1,275 @@
+"""Importer for aiperf's `dag_jsonl`: one conversation per line, forks and spawns by id.
+
+Owns the mapping of aiperf's DAG rules onto the tree model (bare spawn ⇒ join on the next
+turn, `join_at`, background forks, bare forks only on a final turn, `system` only where a
+context starts) and the token accounting of literal message deltas: prompt tokens are counted
+over the accumulated conversation with a stand-in reply of `max_tokens` words per earlier
+turn, and hash ids name full blocks of that word stream, so a FORK child shares its parent's
+prefix blocks. Orchestrator conversations are not supported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from runner.errors import TraceError
+from runner.trace.build import (
+    SessionDraft,
+    Warnings,
+    assemble_trees,
+    content_scope,
+    iter_json_lines,
+    trace_error_from_validation,
+)
+from runner.trace.model import Branch, BranchMode, Trace, TraceFormat, Tree, Turn
+from runner.trace.prompts import synthesize_reply
+from runner.trace.timing import with_nominal_times
+from runner.trace.tokens import message_words
+
+__all__ = ["DAG_BLOCK_SIZE", "DAG_DEFAULT_OUTPUT_TOKENS", "load_dag_jsonl"]
+
+# Hash-id block size of imported DAG trees (the simulated cluster's default block).
+DAG_BLOCK_SIZE = 64
+# Output tokens of a turn without `max_tokens` (the server would choose; we must assume).
+DAG_DEFAULT_OUTPUT_TOKENS = 128
+
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+# aiperf keys this importer knows but does not replay: named in the error instead of "unknown".
+_ORCHESTRATOR_KEYS = (
+    "orchestrator",
+    "spawns",
+    "rounds",
+    "think_time_ms",
+    "think_time_sigma",
+    "think_time_min_ms",
+    "think_time_max_ms",
+)
+
+
+class DagFork(BaseModel):
+    model_config = _STRICT
+    child: str = Field(min_length=1)
+    background: bool = False
+
+
+class DagSpawn(BaseModel):
+    model_config = _STRICT
+    children: list[str] = Field(min_length=1)
+    join_at: int | None = Field(default=None, ge=1)
+
+
+class DagTurn(BaseModel):
+    model_config = _STRICT
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    model: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    tools: list[Any] | None = None
+    extra: dict[str, Any] | None = None
+    forks: list[DagFork] = Field(default_factory=list)
+    spawns: list[DagSpawn] = Field(default_factory=list)
+    delay: float | None = Field(default=None, ge=0, description="ms before this turn")
+
+    @field_validator("messages")
+    @classmethod
+    def _messages_have_roles(cls, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, message in enumerate(messages):
+            if not isinstance(message.get("role"), str):
+                raise ValueError(f"message {i} needs a string 'role'")
+        return messages
+
+    @field_validator("forks", mode="before")
+    @classmethod
+    def _bare_fork(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"child": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("spawns", mode="before")
+    @classmethod
+    def _bare_spawn(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"children": [v]} if isinstance(v, str) else v for v in value]
+        return value
+
+
+class DagConversation(BaseModel):
+    model_config = _STRICT
+    session_id: str = Field(min_length=1)
+    turns: list[DagTurn] = Field(min_length=1)
+    pre_session_spawns: list[str] = Field(default_factory=list)
+    context_mode: Literal["deltas_without_responses"] | None = None
+
+
+def load_dag_jsonl(text: str, *, source: str) -> Trace:
+    warnings = Warnings()
+    drafts: list[SessionDraft] = []
+    for line, obj in iter_json_lines(text, source=source):
+        unsupported = [k for k in _ORCHESTRATOR_KEYS if k in obj]
+        if unsupported:
+            raise TraceError(
+                f"orchestrator conversations are not supported (key {unsupported[0]!r})",
+                source=source,
+                line=line,
+                path=unsupported[0],
+                fix="declare forks and spawns on turns instead",
+            )
+        try:
+            conv = DagConversation.model_validate(obj)
+        except ValidationError as exc:
+            raise trace_error_from_validation(exc, source=source, line=line) from None
+        drafts.append(_draft(conv, line=line, source=source, warnings=warnings))
+    if not drafts:
+        raise TraceError(
+            "the file holds no conversations", source=source, fix="one conversation per line"
+        )
+    lines = {d.id: d.line for d in drafts}
+    trees = assemble_trees(drafts, source=source, block_size=DAG_BLOCK_SIZE, timestamped=False)
+    interner: dict[bytes, int] = {}
+    out = []
+    for tree in trees:
+        _check_system_messages(tree, source=source, lines=lines)
+        out.append(with_nominal_times(_with_token_counts(tree, interner)))
+    return Trace(
+        format=TraceFormat.DAG_JSONL,
+        source=source,
+        trees=tuple(out),
+        meta={"hash_scope": content_scope(text), **warnings.meta()},
+    )
+
+
+def _draft(conv: DagConversation, *, line: int, source: str, warnings: Warnings) -> SessionDraft:
+    n = len(conv.turns)
+    turns: list[Turn] = []
+    child_paths: dict[tuple[int, int, int], str] = {}
+    for ti, t in enumerate(conv.turns):
+        branches: list[Branch] = []
+        if ti == 0 and conv.pre_session_spawns:
+            # The model starts children when a turn completes, so "before turn 0" becomes
+            # "after turn 0", unjoined: the nearest shape it can hold.
+            warnings.add(
+                f"line {line}: pre_session_spawns start after turn 0 of {conv.session_id!r}"
+            )
+            for c in range(len(conv.pre_session_spawns)):
+                child_paths[(ti, len(branches), c)] = f"pre_session_spawns[{c}]"
+            branches.append(Branch(mode=BranchMode.SPAWN, children=tuple(conv.pre_session_spawns)))
+        if t.forks:
+            for fi, fork in enumerate(t.forks):
+                if not fork.background and ti != n - 1:
+                    raise TraceError(
+                        f"fork of {fork.child!r} is not background, so it ends the parent, "
+                        f"but turn {ti} is not the final turn",
+                        source=source,
+                        line=line,
+                        path=f"turns[{ti}].forks[{fi}]",
+                        fix='move it to the last turn or set "background": true',
+                    )
+                child_paths[(ti, len(branches), fi)] = f"turns[{ti}].forks[{fi}]"
+            branches.append(Branch(mode=BranchMode.FORK, children=tuple(f.child for f in t.forks)))
+        for si, spawn in enumerate(t.spawns):
+            if spawn.join_at is not None:
+                join: int | None = spawn.join_at
+            else:
+                join = ti + 1 if ti + 1 < n else None  # bare spawn: the next turn waits
+            for c in range(len(spawn.children)):
+                child_paths[(ti, len(branches), c)] = f"turns[{ti}].spawns[{si}].children[{c}]"
+            branches.append(
+                Branch(mode=BranchMode.SPAWN, children=tuple(spawn.children), join_turn=join)
+            )
+        extra_body: dict[str, Any] | None = None
+        if t.tools is not None or t.extra is not None:
+            extra_body = ({"tools": t.tools} if t.tools is not None else {}) | (t.extra or {})
+        turns.append(
+            Turn(
+                index=ti,
+                input_tokens=0,  # counted over the accumulated history once the tree is known
+                output_tokens=t.max_tokens or DAG_DEFAULT_OUTPUT_TOKENS,
+                delay_s=(t.delay or 0.0) / 1000.0,
+                branches=tuple(branches),
+                messages=tuple(t.messages),
+                extra_body=extra_body,
+                model=t.model,
+            )
+        )
+    return SessionDraft(id=conv.session_id, turns=turns, line=line, child_paths=child_paths)
+
+
+def _check_system_messages(tree: Tree, *, source: str, lines: dict[str, int | None]) -> None:
+    """aiperf's rule: `system` only where a context starts (root or SPAWN child, turn 0)."""
+    for session in tree.sessions.values():
+        fresh = session.is_root or session.mode is BranchMode.SPAWN
+        for turn in session.turns:
+            for mi, message in enumerate(turn.messages or ()):
+                if message.get("role") == "system" and not (fresh and turn.index == 0):
+                    raise TraceError(
+                        "a system message is only allowed on turn 0 of a root or SPAWN child",
+                        source=source,
+                        line=lines[session.id],
+                        path=f"turns[{turn.index}].messages[{mi}]",
+                        fix="fold it into a user message, or make the session a SPAWN child",
+                    )
+
+
+class _Chain:
+    """The accumulated word stream of a conversation, hashed block by block as it grows."""
+
+    __slots__ = ("digest", "ids", "pending", "tokens")
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.pending: list[str] = []
+        self.digest = b""
+        self.tokens = 0
+
+    def copy(self) -> _Chain:
+        other = _Chain()
+        other.ids = list(self.ids)
+        other.pending = list(self.pending)
+        other.digest = self.digest
+        other.tokens = self.tokens
+        return other
+
+    def extend(self, words: list[str], interner: dict[bytes, int]) -> None:
+        self.tokens += len(words)
+        buf = self.pending + words
+        start = 0
+        while len(buf) - start >= DAG_BLOCK_SIZE:
+            block = " ".join(buf[start : start + DAG_BLOCK_SIZE]).encode()
+            # Chained: a block's id names it and everything before it, like a prefix cache.
+            self.digest = hashlib.blake2b(self.digest + block, digest_size=16).digest()
+            self.ids.append(interner.setdefault(self.digest, len(interner) + 1))
+            start += DAG_BLOCK_SIZE
+        self.pending = buf[start:]
+
+
+def _with_token_counts(tree: Tree, interner: dict[bytes, int]) -> Tree:
+    fork_points: dict[tuple[str, int], _Chain] = {}
+    declared_on: dict[str, int] = {}
+    sessions = dict(tree.sessions)
+    for sid, session in tree.sessions.items():  # breadth-first: parents before children
+        if session.mode is BranchMode.FORK and session.parent_id is not None:
+            chain = fork_points[(session.parent_id, declared_on[sid])].copy()
+        else:
+            chain = _Chain()
+        turns = []
+        for turn in session.turns:
+            for message in turn.messages or ():
+                chain.extend(message_words(message), interner)
+            turns.append(
+                dataclasses.replace(turn, input_tokens=chain.tokens, hash_ids=tuple(chain.ids))
+            )
+            reply = synthesize_reply(
+                session_id=sid, turn_index=turn.index, output_tokens=turn.output_tokens
+            )
+            chain.extend(reply.split(), interner)
+            for branch in turn.branches:
+                for child in branch.children:
+                    declared_on[child] = turn.index
+            if turn.has_forks:
+                fork_points[(sid, turn.index)] = chain.copy()
+        sessions[sid] = dataclasses.replace(session, turns=tuple(turns))
+    return dataclasses.replace(tree, sessions=sessions)

@@ -1,0 +1,150 @@
+"""Importer for Mooncake JSONL (`{timestamp, input_length, output_length, hash_ids}` per line).
+
+Owns the derivation of sessions from shared hash prefixes (the file has no session ids) and
+their placement on the file's clock: every session becomes its own single-session tree whose
+turns keep their recorded arrival `t_s` (seconds since the trace start, which is also every
+tree's start). Durations are not recorded, so they are nominal and only shape the
+end-to-start delays. It never merges sessions into forks.
+
+Session rule. Requests are taken in timestamp order (stable). A session's *key* is the
+full-block prefix of its latest request: its first ⌊input_length / block_size⌋ hash ids (the
+partial last block is re-hashed once the conversation grows past it, so it never recurs). A
+request R continues session S when S's key is a proper prefix of R's hash ids and at least
+`MIN_SHARED_BLOCKS` long; among several, R joins the one with the longest key, then the most
+recently active. Otherwise R starts a new session. One-block keys are too weak to tell a
+conversation from a shared system prompt, hence the minimum of two.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runner.errors import TraceError
+from runner.trace.build import (
+    Warnings,
+    content_scope,
+    fit_hash_ids,
+    iter_json_lines,
+    trace_error_from_validation,
+)
+from runner.trace.model import Session, Trace, TraceFormat, Tree, Turn
+from runner.trace.timing import nominal_duration_s
+
+__all__ = ["MIN_SHARED_BLOCKS", "MOONCAKE_BLOCK_SIZE", "load_mooncake"]
+
+MOONCAKE_BLOCK_SIZE = 512  # tokens per hash id in Mooncake's release traces
+MIN_SHARED_BLOCKS = 2
+
+
+class MooncakeRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    timestamp: float = Field(ge=0, description="ms since the trace start")
+    input_length: int = Field(ge=1)
+    output_length: int = Field(ge=0)
+    hash_ids: list[int] = Field(default_factory=list)
+
+
+def load_mooncake(text: str, *, source: str, block_size: int = MOONCAKE_BLOCK_SIZE) -> Trace:
+    warnings = Warnings()
+    rows: list[tuple[int, MooncakeRow]] = []
+    for line, obj in iter_json_lines(text, source=source):
+        try:
+            rows.append((line, MooncakeRow.model_validate(obj)))
+        except ValidationError as exc:
+            raise trace_error_from_validation(
+                exc, source=source, line=line, fix="see the Mooncake format in docs/traces.md"
+            ) from None
+    if not rows:
+        raise TraceError("the file holds no requests", source=source, fix="one request per line")
+    rows.sort(key=lambda lr: lr[1].timestamp)
+
+    sessions: list[list[tuple[int, MooncakeRow]]] = []
+    last_active: list[int] = []  # per session: order of its latest request
+    key_of: list[tuple[int, ...]] = []  # per session: its latest request's full-block prefix
+    # (key length, rolling hash of the key) → sessions whose latest request has that key.
+    # Rolling hashes make each lookup O(1) instead of slicing and hashing every prefix.
+    open_keys: dict[tuple[int, int], list[int]] = {}
+    for order, (line, row) in enumerate(rows):
+        ids = tuple(row.hash_ids)
+        prefix = _prefix_hashes(ids)
+        chosen: int | None = None
+        # Longest key first; a key must be a proper prefix, so at most len(ids) - 1 long.
+        for k in range(len(ids) - 1, MIN_SHARED_BLOCKS - 1, -1):
+            candidates = [s for s in open_keys.get((k, prefix[k]), ()) if key_of[s] == ids[:k]]
+            if candidates:
+                chosen = max(candidates, key=last_active.__getitem__)
+                break
+        if chosen is None:
+            chosen = len(sessions)
+            sessions.append([])
+            last_active.append(order)
+            key_of.append(())
+        else:
+            old = key_of[chosen]
+            open_keys[(len(old), _prefix_hashes(old)[-1])].remove(chosen)
+        sessions[chosen].append((line, row))
+        last_active[chosen] = order
+        full = min(len(ids), row.input_length // block_size)
+        key_of[chosen] = ids[:full]
+        if full >= MIN_SHARED_BLOCKS:
+            open_keys.setdefault((full, prefix[full]), []).append(chosen)
+
+    trees = tuple(
+        _tree(f"mooncake-{n}", rows_, block_size=block_size, warnings=warnings)
+        for n, rows_ in enumerate(sessions)
+    )
+    return Trace(
+        format=TraceFormat.MOONCAKE,
+        source=source,
+        trees=trees,
+        meta={"hash_scope": content_scope(text), **warnings.meta()},
+    )
+
+
+def _prefix_hashes(ids: tuple[int, ...]) -> list[int]:
+    """Rolling hashes of every prefix of `ids`: [h(()), h(ids[:1]), ..., h(ids)]."""
+    out = [0]
+    h = 0
+    for x in ids:
+        h = hash((h, x))
+        out.append(h)
+    return out
+
+
+def _tree(
+    session_id: str, rows: list[tuple[int, MooncakeRow]], *, block_size: int, warnings: Warnings
+) -> Tree:
+    turns: list[Turn] = []
+    prev_end = 0.0
+    for index, (line, row) in enumerate(rows):
+        hash_ids, cut = fit_hash_ids(row.hash_ids, row.input_length, block_size)
+        if cut:
+            warnings.add(f"line {line}: more hash ids than {row.input_length} tokens fill")
+        output = row.output_length
+        if output < 1:
+            warnings.add(f"line {line}: output_length 0, replayed as 1")
+            output = 1
+        t_s = row.timestamp / 1000.0
+        duration = nominal_duration_s(row.input_length, output)
+        # Turn 0: its arrival offset from the trace start (every tree starts there).
+        delay = t_s if index == 0 else round(max(0.0, t_s - prev_end), 6)
+        turns.append(
+            Turn(
+                index=index,
+                input_tokens=row.input_length,
+                output_tokens=output,
+                hash_ids=hash_ids,
+                delay_s=delay,
+                t_s=t_s,
+                duration_s=duration,
+            )
+        )
+        prev_end = t_s + duration
+    session = Session(id=session_id, turns=tuple(turns))
+    return Tree(
+        id=session_id,
+        root_id=session_id,
+        sessions={session_id: session},
+        block_size=block_size,
+        timestamped=True,
+    )
