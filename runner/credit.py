@@ -13,6 +13,9 @@ from runner.trace.model import BranchMode, Turn
 
 __all__ = ["Credit"]
 
+_FORK = BranchMode.FORK  # enum member lookups are slow on hot paths
+_SPAWN = BranchMode.SPAWN
+
 
 @dataclass(frozen=True, slots=True)
 class Credit:
@@ -40,8 +43,8 @@ class Credit:
 
     @property
     def is_fork_child(self) -> bool:
-        return self.parent_id is not None and self.branch_mode is BranchMode.FORK
+        return self.parent_id is not None and self.branch_mode is _FORK
 
     @property
     def is_spawn_child(self) -> bool:
-        return self.parent_id is not None and self.branch_mode is BranchMode.SPAWN
+        return self.parent_id is not None and self.branch_mode is _SPAWN

@@ -76,6 +76,9 @@ class AffinityDecision:
 
 
 _NO_AFFINITY = AffinityDecision()
+# Enum member lookups cost several plain attribute loads: the per-request path uses aliases.
+_NONE, _NVEXT, _HEADERS = AffinityKind.NONE, AffinityKind.DYNAMO_NVEXT, AffinityKind.DYNAMO_HEADERS
+_BIND, _OPEN, _FOLLOW, _CLOSE = Action.BIND, Action.OPEN, Action.FOLLOW, Action.CLOSE
 
 
 class AffinityEmitter:
@@ -90,11 +93,11 @@ class AffinityEmitter:
     def decide(self, credit: Credit, *, client_worker: int) -> AffinityDecision:
         config = self.config
         kind = config.kind
-        if kind is AffinityKind.NONE:
+        if kind is _NONE:
             return _NO_AFFINITY
-        if kind is AffinityKind.DYNAMO_NVEXT:
+        if kind is _NVEXT:
             return self._nvext(credit, client_worker)
-        if kind is AffinityKind.DYNAMO_HEADERS:
+        if kind is _HEADERS:
             headers = [("X-Dynamo-Session-ID", credit.session_id)]
             if credit.parent_id is not None:
                 headers.append(("X-Dynamo-Parent-Session-ID", credit.parent_id))
@@ -117,17 +120,17 @@ class AffinityEmitter:
             closing = credit.is_final_turn
         if closing:
             self._opened.discard((client_worker, key))
-            return AffinityDecision(key, Action.CLOSE, {"session_id": key, "action": "close"})
+            return AffinityDecision(key, _CLOSE, {"session_id": key, "action": "close"})
         if config.actions == "bind":
             # Every bind refreshes the server's TTL, so long think times never expire it.
             control = {"session_id": key, "action": "bind", "timeout": config.timeout_s}
-            return AffinityDecision(key, Action.BIND, control)
+            return AffinityDecision(key, _BIND, control)
         opened = (client_worker, key)
         if opened in self._opened:
-            return AffinityDecision(key, Action.FOLLOW, {"session_id": key})
+            return AffinityDecision(key, _FOLLOW, {"session_id": key})
         self._opened.add(opened)
         control = {"session_id": key, "action": "open", "timeout": config.timeout_s}
-        return AffinityDecision(key, Action.OPEN, control)
+        return AffinityDecision(key, _OPEN, control)
 
     def forget(self, key: str) -> None:
         """A session (conversation scope) or tree (lineage) ended without a close."""

@@ -12,6 +12,8 @@ from runner.credit import Credit
 
 __all__ = ["AffinityLedger"]
 
+_CLOSE, _FOLLOW = Action.CLOSE, Action.FOLLOW  # enum member lookups are slow on hot paths
+
 
 class AffinityLedger:
     def __init__(self) -> None:
@@ -29,7 +31,7 @@ class AffinityLedger:
         if key is None or action is None:
             return
         live = self._live.get(key)
-        if action is Action.CLOSE:
+        if action is _CLOSE:
             self.closes += 1
             if live is not None:
                 live.discard(credit.session_id)
@@ -38,7 +40,7 @@ class AffinityLedger:
                 del self._live[key]
             self._bound.discard(key)
             return
-        if action is Action.FOLLOW:
+        if action is _FOLLOW:
             self.follows += 1
         else:
             self.binds += 1

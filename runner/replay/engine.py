@@ -59,6 +59,9 @@ class Engine:
         self.ledger = AffinityLedger()
         self._fork_parents: dict[str, str] = {}  # live FORK child id -> parent id
         self._registered_forks: set[str] = set()  # FORK children holding the parent's entry
+        # FORK children whose parent had no entry when they were spawned (a parent replayed
+        # from t* has sent nothing yet): they try again just before their first send.
+        self._unregistered_forks: dict[str, str] = {}
         self._served: set[str] = set()  # sessions that sent at least one turn
         self._lost_sessions: set[str] = set()
         self.worker_lost_errors = 0
@@ -82,6 +85,8 @@ class Engine:
             if credit.session_id in self._lost_sessions:
                 out.append(Dispatch(credit, -1, AffinityDecision(), None, WORKER_LOST))
                 continue
+            if self._unregistered_forks:
+                self._register_late(credit.session_id)
             worker = router.route(credit)
             serve = caches.serve(credit, worker)
             self._served.add(credit.session_id)
@@ -117,9 +122,17 @@ class Engine:
         self._fork_parents[child_id] = parent_id
         if self.router.register_child(parent_id, child_id):
             self._registered_forks.add(child_id)
+        else:
+            self._unregistered_forks[child_id] = parent_id
+
+    def _register_late(self, session_id: str) -> None:
+        parent_id = self._unregistered_forks.pop(session_id, None)
+        if parent_id is not None and self.router.register_child(parent_id, session_id):
+            self._registered_forks.add(session_id)
 
     def session_ended(self, session_id: str, *, parent_id: str | None, completed: bool) -> None:
         fork_parent = self._fork_parents.pop(session_id, None)
+        self._unregistered_forks.pop(session_id, None)
         if fork_parent is not None and session_id in self._registered_forks:
             self._registered_forks.discard(session_id)
             self.router.release_child(fork_parent)

@@ -21,6 +21,7 @@ from runner.trace.model import BranchMode, Session, Tree
 __all__ = ["ReplayConfig", "ReplayObserver", "ReplayScheduler"]
 
 Joins = Literal["recorded", "strict"]
+_FORK = BranchMode.FORK  # enum member lookups are slow on hot paths
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,6 +235,9 @@ class ReplayScheduler:
                 continue
             if live.parent_id is not None:
                 run.outstanding += 1
+                if live.template.mode is _FORK and self._observer is not None:
+                    # Spawned before t*: announce it so it can register before it sends.
+                    self._observer.fork_child_spawned(live.parent_id, live.sid)
             resumes.append((live, first))
         for live in run.sessions.values():
             if live.join_key is not None and not live.done:
@@ -328,7 +332,7 @@ class ReplayScheduler:
                 if strict and branch.join_turn is not None:
                     child.join_key = (parent.sid, branch.join_turn)
                     run.gates[child.join_key] = run.gates.get(child.join_key, 0) + 1
-                if branch.mode is BranchMode.FORK and observer is not None:
+                if branch.mode is _FORK and observer is not None:
                     observer.fork_child_spawned(parent.sid, child.sid)
                 delay_s = child.template.turns[0].delay_s / self.config.speedup
                 self._schedule(child, 0, now_s + delay_s)

@@ -9,6 +9,7 @@ with credits and lifecycle calls; it never sends anything, never sleeps and neve
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runner.credit import Credit
@@ -24,18 +25,24 @@ class Policy(enum.Enum):
     LEAST_LOADED = "least-loaded"  # no stickiness at all: a baseline
 
 
-@dataclass(slots=True)
+# Enum member lookups cost several plain attribute loads: the hot path uses these aliases.
+_FORK = BranchMode.FORK
+# In-flight count parked on a lost worker so it never ties for least loaded.
+_GONE = 1 << 62
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerLoad:
-    """Load of one client worker as the router sees it."""
+    """One client worker's load as the router sees it (a snapshot; see StickyRouter.workers)."""
 
     worker_id: int
-    in_flight: int = 0
-    active_sessions: int = 0  # sticky entries counted against this worker
-    virtual_sent: int = 0  # sends, plus a joining worker's head start at the average
-    last_sent: int = 0  # logical send sequence number of the latest send (recency tie-break)
-    total_sent: int = 0
-    completed: int = 0
-    alive: bool = True
+    in_flight: int
+    active_sessions: int  # sticky entries counted against this worker
+    virtual_sent: int  # sends, plus a joining worker's head start at the average
+    last_sent: int  # logical send sequence number of the latest send (recency tie-break)
+    total_sent: int
+    completed: int
+    alive: bool
 
 
 @dataclass(slots=True, eq=False)
@@ -48,59 +55,102 @@ class _Entry:
 
 
 class StickyRouter:
-    """Routes credits to client workers; O(1) for a sticky hit and for the min-load lookup."""
+    """Routes credits to client workers; O(1) for a sticky hit and for the min-load lookup.
+
+    Per-worker state lives in parallel lists indexed by worker id: at well under a
+    microsecond a decision, list indexing is measurably cheaper than per-worker objects.
+    Load: `_min_load` (the lowest in-flight count) and `_at_min` (how many live workers hold
+    it) are kept exact on every send and return, so the lowest load is known in O(1); when
+    the last worker leaves the lowest level, the new minimum is found by one C-level min()
+    over the K loads. The candidates at the minimum are listed only on a miss (a credit with
+    no sticky entry), never on the hot path.
+    """
 
     def __init__(self, workers: int, *, policy: Policy = Policy.SPAWN_PIN) -> None:
         if workers < 1:
             raise SpecError("client workers must be at least 1 (use --client-workers K, K >= 1)")
         self.policy = policy
-        self.workers: list[WorkerLoad] = [WorkerLoad(i) for i in range(workers)]
         self._entries: dict[str, _Entry] = {}
-        # Load buckets: in-flight count -> workers at that load. `_min_load` is the lowest
-        # non-empty bucket, kept exact on every move so least-loaded never scans all workers.
-        self._by_load: dict[int, set[int]] = {0: set(range(workers))}
+        # A lost worker's load is parked at _GONE so it never ties for least loaded.
+        self._in_flight = [0] * workers
+        self._active = [0] * workers  # sticky entries counted against each worker
+        self._vsent = [0] * workers  # virtual sends (a joining worker starts at the average)
+        self._last = [0] * workers  # send sequence number of each worker's latest send
+        self._head_start = [0] * workers  # virtual sends a joining worker started with
+        self._completed = [0] * workers
+        self._alive = [True] * workers
         self._min_load = 0
+        self._at_min = workers
         self._seq = 0
+        # One routing function per policy, chosen once: no policy test per credit.
+        self.route: Callable[[Credit], int] = {
+            Policy.SPAWN_PIN: self._route_spawn_pin,
+            Policy.LEGACY: self._route_legacy,
+            Policy.LEAST_LOADED: self._route_least_loaded,
+        }[policy]
 
     # ----------------------------------------------------------------------------- routing
 
-    def route(self, credit: Credit) -> int:
+    def _route_spawn_pin(self, credit: Credit) -> int:
         """Choose the worker for `credit`, update sticky entries, and count the send."""
-        policy = self.policy
-        if policy is Policy.LEAST_LOADED:
-            worker = self._least_loaded()
-        elif policy is Policy.SPAWN_PIN:
-            worker = self._route_spawn_pin(credit)
+        # The hot path (a sticky hit) is written inline: every Python call and dict
+        # operation shows in the per-credit cost (bench router).
+        parent = credit.parent_id
+        if parent is None or credit.branch_mode is not _FORK:
+            entry = self._entries.get(credit.session_id)
+            if entry is None:
+                worker = self._first_turn(credit, parent)
+            else:
+                worker = entry.worker
+                if credit.turn_index == credit.num_turns - 1:
+                    self._owner_turn(credit, entry)
         else:
-            worker = self._route_legacy(credit)
-        self._on_send(worker)
+            worker = self._route_fork(credit, parent)
+        # Count the send (inlined _count_send).
+        in_flight = self._in_flight
+        old = in_flight[worker]
+        in_flight[worker] = old + 1
+        if old == self._min_load:
+            self._at_min -= 1
+            if not self._at_min:
+                self._rescan_min()
+        self._vsent[worker] += 1
+        seq = self._seq = self._seq + 1
+        self._last[worker] = seq
         return worker
 
-    def _route_spawn_pin(self, credit: Credit) -> int:
+    def _route_least_loaded(self, credit: Credit) -> int:
+        worker = self._least_loaded()
+        self._count_send(worker)
+        return worker
+
+    def _first_turn(self, credit: Credit, parent: str | None) -> int:
+        """A root or SPAWN child with no entry yet (or whose worker was lost): a SPAWN child
+        starts on its parent's worker when that entry is live, for locality."""
+        parent_entry = self._entries.get(parent) if parent is not None else None
+        worker = parent_entry.worker if parent_entry is not None else self._least_loaded()
+        final = credit.turn_index == credit.num_turns - 1
+        if not final or credit.has_forks:
+            self._create_entry(credit.session_id, worker, owner_final=final)
+        return worker
+
+    def _route_fork(self, credit: Credit, parent: str) -> int:
+        """A FORK child shares its parent's history: route by the parent's entry (aliases make
+        grandchildren resolve at any depth). One whose parent never had an entry here
+        (rootless lane, parent before t*) pins under its own id instead of bouncing."""
         entries = self._entries
         own = credit.session_id
-        parent = credit.parent_id
-        if parent is not None and credit.branch_mode is BranchMode.FORK:
-            # A FORK child shares its parent's history: route by the parent's entry (aliases
-            # make grandchildren resolve at any depth). One whose parent never had an entry
-            # here (rootless lane, parent before t*) pins under its own id instead of bouncing.
-            entry = entries.get(parent) or entries.get(own)
-            if entry is not None:
-                if entry.root_key == own:
-                    self._owner_turn(credit, entry)
-                return entry.worker
-            worker = self._least_loaded()
-        else:
-            entry = entries.get(own)
-            if entry is not None:
+        # Own id first: a registered child is an alias of its parent's entry, and an orphan
+        # that pinned under its own id must stay there once its parent gets an entry.
+        entry = entries.get(own) or entries.get(parent)
+        if entry is not None:
+            if entry.root_key == own:
                 self._owner_turn(credit, entry)
-                return entry.worker
-            # First turn of a root or SPAWN child (or a session whose worker was lost): a SPAWN
-            # child starts on its parent's worker when that entry is live, for locality.
-            parent_entry = entries.get(parent) if parent is not None else None
-            worker = parent_entry.worker if parent_entry is not None else self._least_loaded()
-        if not credit.is_final_turn or credit.has_forks:
-            self._create_entry(own, worker, owner_final=credit.is_final_turn)
+            return entry.worker
+        worker = self._least_loaded()
+        final = credit.turn_index == credit.num_turns - 1
+        if not final or credit.has_forks:
+            self._create_entry(own, worker, owner_final=final)
         return worker
 
     def _route_legacy(self, credit: Credit) -> int:
@@ -111,12 +161,14 @@ class StickyRouter:
         key = parent if parent is not None else credit.session_id
         entry = self._entries.get(key)
         if entry is not None:
+            worker = entry.worker
             if parent is None:
                 self._owner_turn(credit, entry)
-            return entry.worker
-        worker = self._least_loaded()
-        if parent is None and (not credit.is_final_turn or credit.has_forks):
-            self._create_entry(key, worker, owner_final=credit.is_final_turn)
+        else:
+            worker = self._least_loaded()
+            if parent is None and (not credit.is_final_turn or credit.has_forks):
+                self._create_entry(key, worker, owner_final=credit.is_final_turn)
+        self._count_send(worker)
         return worker
 
     def _owner_turn(self, credit: Credit, entry: _Entry) -> None:
@@ -132,7 +184,7 @@ class StickyRouter:
         # A single-turn owner with forks: its final turn is already seen, no owner reference.
         entry = _Entry(worker, key, 0 if owner_final else 1, owner_final)
         self._entries[key] = entry
-        self.workers[worker].active_sessions += 1
+        self._active[worker] += 1
 
     def _pop(self, entry: _Entry) -> None:
         entries = self._entries
@@ -142,9 +194,9 @@ class StickyRouter:
         entry.aliases.clear()
         # Credit the session back to the worker it was counted against, not the worker the
         # last turn went to (they differ after a loss and rebind).
-        load = self.workers[entry.worker]
-        if load.active_sessions > 0:
-            load.active_sessions -= 1
+        worker = entry.worker
+        if self._active[worker] > 0:
+            self._active[worker] -= 1
 
     # ------------------------------------------------------------------- FORK bookkeeping
 
@@ -190,79 +242,72 @@ class StickyRouter:
 
     # ------------------------------------------------------------------------------- load
 
+    def _count_send(self, worker: int) -> None:
+        in_flight = self._in_flight
+        old = in_flight[worker]
+        in_flight[worker] = old + 1
+        if old == self._min_load:
+            self._at_min -= 1
+            if not self._at_min:
+                self._rescan_min()
+        self._vsent[worker] += 1
+        self._seq += 1
+        self._last[worker] = self._seq
+
     def complete(self, worker: int) -> None:
         """A credit sent to `worker` came back (success, error or cancel)."""
-        load = self.workers[worker]
-        if not load.alive:
-            return
-        old = load.in_flight
-        buckets = self._by_load
-        bucket = buckets[old]
-        bucket.discard(worker)
-        if not bucket:
-            del buckets[old]
-        new = old - 1
-        load.in_flight = new
-        load.completed += 1
-        target = buckets.get(new)
-        if target is None:
-            buckets[new] = {worker}
-        else:
-            target.add(worker)
+        in_flight = self._in_flight
+        old = in_flight[worker]
+        if old == 0 or old >= _GONE:
+            return  # a late return from a lost worker: its load is gone already
+        new = in_flight[worker] = old - 1
+        self._completed[worker] += 1
         if new < self._min_load:
             self._min_load = new
+            self._at_min = 1
+        elif new == self._min_load:
+            self._at_min += 1
+
+    def _rescan_min(self) -> None:
+        in_flight = self._in_flight
+        low = self._min_load = min(in_flight)
+        self._at_min = in_flight.count(low)
 
     def _on_send(self, worker: int) -> None:
-        load = self.workers[worker]
-        old = load.in_flight
-        buckets = self._by_load
-        bucket = buckets[old]
-        bucket.discard(worker)
-        if not bucket:
-            del buckets[old]
-            if old == self._min_load:
-                self._min_load = old + 1  # this worker now holds the lowest load
-        new = old + 1
-        target = buckets.get(new)
-        if target is None:
-            buckets[new] = {worker}
-        else:
-            target.add(worker)
-        load.in_flight = new
-        load.total_sent += 1
-        load.virtual_sent += 1
-        self._seq += 1
-        load.last_sent = self._seq
+        """Count a send that bypassed `route` (tests and tools that place load by hand)."""
+        self._count_send(worker)
 
     def _least_loaded(self) -> int:
         """Fewest in-flight; ties: fewest sticky sessions, fewest virtual sends, oldest send."""
-        candidates = self._by_load[self._min_load]
-        if len(candidates) == 1:
-            for worker in candidates:
-                return worker
-        workers = self.workers
-        best = -1
-        best_key = (0, 0, 0)
-        for worker in candidates:
-            load = workers[worker]
-            key = (load.active_sessions, load.virtual_sent, load.last_sent)
-            if best < 0 or key < best_key:
-                best, best_key = worker, key
-        return best
+        low = self._min_load
+        if self._at_min == 1:
+            return self._in_flight.index(low)
+        in_flight = self._in_flight
+        active = self._active
+        vsent = self._vsent
+        last = self._last
+        return min(
+            (active[w], vsent[w], last[w], w) for w, load in enumerate(in_flight) if load == low
+        )[3]
 
     # ------------------------------------------------------------------- workers come, go
 
     def add_worker(self) -> int:
         """A worker joins mid-run: it starts at the average virtual sends, so the least-loaded
         tie-break does not stampede every new session onto it."""
-        alive = [w for w in self.workers if w.alive]
-        average = sum(w.virtual_sent for w in alive) // len(alive) if alive else 0
+        alive = [w for w, ok in enumerate(self._alive) if ok]
+        average = sum(self._vsent[w] for w in alive) // len(alive) if alive else 0
+        worker = len(self._alive)
         self._seq += 1
-        worker = WorkerLoad(len(self.workers), virtual_sent=average, last_sent=self._seq)
-        self.workers.append(worker)
-        self._by_load.setdefault(0, set()).add(worker.worker_id)
-        self._min_load = 0
-        return worker.worker_id
+        self._in_flight.append(0)
+        self._active.append(0)
+        self._vsent.append(average)
+        self._last.append(self._seq)
+        self._head_start.append(average)
+        self._completed.append(0)
+        self._alive.append(True)
+        self._rescan_min()
+        return worker
 
     def remove_worker(self, worker: int) -> list[str]:
         """A worker is lost: drop it and every entry counted against it.
@@ -270,26 +315,38 @@ class StickyRouter:
         Returns the owners' session ids of the dropped entries, so the caller can end or
         migrate those sessions. Raises SpecError when it was the last worker alive.
         """
-        load = self.workers[worker]
-        if not load.alive:
+        if not self._alive[worker]:
             return []
-        if sum(1 for w in self.workers if w.alive) == 1:
+        if sum(self._alive) == 1:
             raise SpecError("cannot remove the last client worker")
-        load.alive = False
-        bucket = self._by_load[load.in_flight]
-        bucket.discard(worker)
-        if not bucket:
-            del self._by_load[load.in_flight]
-        self._min_load = min(self._by_load)
+        self._alive[worker] = False
+        self._in_flight[worker] = _GONE
+        self._rescan_min()
         dropped = {id(e): e for e in self._entries.values() if e.worker == worker}
         owners = [e.root_key for e in dropped.values()]
         for entry in dropped.values():
             self._pop(entry)
-        load.in_flight = 0
-        load.active_sessions = 0
+        self._active[worker] = 0
         return owners
 
     # ------------------------------------------------------------------------ inspection
+
+    @property
+    def workers(self) -> list[WorkerLoad]:
+        """A snapshot of every worker's load (index = worker id)."""
+        return [
+            WorkerLoad(
+                worker_id=w,
+                in_flight=self._in_flight[w] if self._alive[w] else 0,
+                active_sessions=self._active[w],
+                virtual_sent=self._vsent[w],
+                last_sent=self._last[w],
+                total_sent=self._vsent[w] - self._head_start[w],
+                completed=self._completed[w],
+                alive=self._alive[w],
+            )
+            for w in range(len(self._alive))
+        ]
 
     def worker_of(self, key: str) -> int | None:
         entry = self._entries.get(key)

@@ -40,6 +40,10 @@ class TraceFormat(enum.Enum):
     SYNTHETIC = "synthetic"
 
 
+# Enum member lookups cost several plain attribute loads; hot paths use these aliases.
+_FORK = BranchMode.FORK
+
+
 @dataclass(frozen=True, slots=True)
 class Branch:
     """Children started when the declaring turn completes.
@@ -86,7 +90,10 @@ class Turn:
 
     @property
     def has_forks(self) -> bool:
-        return any(b.mode is BranchMode.FORK for b in self.branches)
+        for branch in self.branches:  # noqa: SIM110 (a loop, not any(): no generator on a hot path)
+            if branch.mode is _FORK:
+                return True
+        return False
 
     @property
     def has_branches(self) -> bool:

@@ -15,6 +15,8 @@ from runner.trace.model import BranchMode
 
 __all__ = ["BYTES_PER_TOKEN", "ServeOutcome", "SessionCaches", "WorkerCacheStats"]
 
+_FORK = BranchMode.FORK  # enum member lookups are slow on hot paths
+
 # A cached history holds the prompt text and replies; synthesized text averages about four
 # bytes per token (one short word plus a space), the usual rule of thumb for English text.
 BYTES_PER_TOKEN = 4
@@ -113,10 +115,10 @@ class SessionCaches:
         if rebuilt:
             self.context_rebuilds += 1
         turn = credit.turn
-        if turn is not None and turn.has_forks:
-            state.fork_children_expected += sum(
-                len(b.children) for b in turn.branches if b.mode is BranchMode.FORK
-            )
+        if turn is not None and turn.branches:
+            for branch in turn.branches:
+                if branch.mode is _FORK:
+                    state.fork_children_expected += len(branch.children)
         if credit.is_final_turn:
             self._end(sid, state)
         return ServeOutcome(hit=hit, switched=switched, rebuilt=rebuilt)

@@ -295,3 +295,13 @@ def test_the_last_worker_cannot_be_removed():
     router = StickyRouter(1)
     with pytest.raises(SpecError):
         router.remove_worker(0)
+
+
+def test_an_orphan_fork_child_stays_pinned_after_its_parent_gets_an_entry():
+    # Both replayed from t*: the child sends first, then its parent's first turn pins elsewhere.
+    router = StickyRouter(3)
+    w = send(router, fork("f", 0, of=3, parent="p"), complete=False)
+    keep_busy(router, w, 3)
+    parent_worker = send(router, credit("p", 5, of=9), complete=False)
+    assert parent_worker != w
+    assert send(router, fork("f", 1, of=3, parent="p")) == w

@@ -1,0 +1,75 @@
+"""`python -m runner bench router|sim|client`: benchmarks that print figures, never verdicts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from runner.cli.output import print_json, print_table
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("bench", help="benchmarks: router, simulator, HTTP client")
+    kinds = parser.add_subparsers(dest="bench", metavar="KIND", required=True)
+
+    router = kinds.add_parser(
+        "router",
+        help="cost per routing decision for every policy",
+        description="Replay an agentic credit stream through the sticky router, per policy.",
+    )
+    router.add_argument("--credits", type=int, default=40_000, help="credits to generate")
+    router.add_argument("--workers", type=int, default=8, help="client workers")
+    router.add_argument(
+        "--stream",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="replay this op stream instead (e.g. "
+        "../shared/bench/router-stream.jsonl.gz, aiperf's measured input)",
+    )
+    router.add_argument("--repeats", type=int, default=7, help="repeats per policy (median)")
+    router.add_argument("--json", action="store_true", help="print one JSON object")
+    router.set_defaults(handler=_run_router)
+
+    sim = kinds.add_parser(
+        "sim",
+        help="simulator speed: one simulated hour of the default synthetic workload",
+        description="Simulate the default synthetic workload and report wall time per request.",
+    )
+    sim.add_argument("--concurrency", type=int, default=256)
+    sim.add_argument("--duration", type=float, default=3600.0, metavar="S")
+    sim.add_argument(
+        "--server-workers",
+        type=int,
+        default=64,
+        metavar="N",
+        help="inference workers, sized so the cluster is not the bottleneck",
+    )
+    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    sim.set_defaults(handler=_run_sim)
+
+
+def _run_router(args: argparse.Namespace) -> int:
+    from runner.bench.router import bench_router, generate_stream, load_stream
+
+    rounds = load_stream(args.stream) if args.stream else generate_stream(args.credits)
+    result = bench_router(rounds, workers=args.workers, repeats=args.repeats)
+    if args.json:
+        print_json(result)
+    else:
+        for policy, figures in result.items():
+            print_table(figures, title=policy)
+    return 0
+
+
+def _run_sim(args: argparse.Namespace) -> int:
+    from runner.bench.sim import bench_sim
+
+    result = bench_sim(
+        concurrency=args.concurrency, duration_s=args.duration, server_workers=args.server_workers
+    )
+    if args.json:
+        print_json(result)
+    else:
+        print_table(result, title="simulator")
+    return 0
