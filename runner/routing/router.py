@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from runner.credit import Credit
 from runner.errors import SpecError
@@ -45,13 +45,17 @@ class WorkerLoad:
     alive: bool
 
 
-@dataclass(slots=True, eq=False)
 class _Entry:
-    worker: int
-    root_key: str  # the key the entry was created under (its owner's session id)
-    ref_count: int = 1
-    owner_final_seen: bool = False
-    aliases: list[str] = field(default_factory=list)
+    """A sticky entry; a plain slotted class because one is built per session's first turn."""
+
+    __slots__ = ("aliases", "owner_final_seen", "ref_count", "root_key", "worker")
+
+    def __init__(self, worker: int, root_key: str, ref_count: int, owner_final_seen: bool) -> None:
+        self.worker = worker
+        self.root_key = root_key  # the key the entry was created under (its owner's id)
+        self.ref_count = ref_count
+        self.owner_final_seen = owner_final_seen
+        self.aliases: list[str] | None = None  # FORK descendants' ids filed on this entry
 
 
 class StickyRouter:
@@ -95,17 +99,26 @@ class StickyRouter:
         """Choose the worker for `credit`, update sticky entries, and count the send."""
         # The hot path (a sticky hit) is written inline: every Python call and dict
         # operation shows in the per-credit cost (bench router).
-        parent = credit.parent_id
-        if parent is None or credit.branch_mode is not _FORK:
+        # Roots carry no branch mode, so one test separates FORK children from the rest.
+        if credit.branch_mode is not _FORK:
             entry = self._entries.get(credit.session_id)
             if entry is None:
-                worker = self._first_turn(credit, parent)
+                worker = self._first_turn(credit, credit.parent_id)
             else:
                 worker = entry.worker
                 if credit.turn_index == credit.num_turns - 1:
                     self._owner_turn(credit, entry)
         else:
-            worker = self._route_fork(credit, parent)
+            # A registered FORK child is an alias of its parent's entry; an orphan that pinned
+            # under its own id must stay there once its parent gets an entry: own id first.
+            entries = self._entries
+            entry = entries.get(credit.session_id) or entries.get(credit.parent_id)  # type: ignore[arg-type]
+            if entry is None:
+                worker = self._fork_miss(credit)
+            else:
+                worker = entry.worker
+                if entry.root_key == credit.session_id:
+                    self._owner_turn(credit, entry)
         # Count the send (inlined _count_send).
         in_flight = self._in_flight
         old = in_flight[worker]
@@ -134,23 +147,13 @@ class StickyRouter:
             self._create_entry(credit.session_id, worker, owner_final=final)
         return worker
 
-    def _route_fork(self, credit: Credit, parent: str) -> int:
-        """A FORK child shares its parent's history: route by the parent's entry (aliases make
-        grandchildren resolve at any depth). One whose parent never had an entry here
-        (rootless lane, parent before t*) pins under its own id instead of bouncing."""
-        entries = self._entries
-        own = credit.session_id
-        # Own id first: a registered child is an alias of its parent's entry, and an orphan
-        # that pinned under its own id must stay there once its parent gets an entry.
-        entry = entries.get(own) or entries.get(parent)
-        if entry is not None:
-            if entry.root_key == own:
-                self._owner_turn(credit, entry)
-            return entry.worker
+    def _fork_miss(self, credit: Credit) -> int:
+        """A FORK child whose parent never had an entry here (rootless lane, parent replayed
+        from t*): it pins under its own id instead of bouncing."""
         worker = self._least_loaded()
         final = credit.turn_index == credit.num_turns - 1
         if not final or credit.has_forks:
-            self._create_entry(own, worker, owner_final=final)
+            self._create_entry(credit.session_id, worker, owner_final=final)
         return worker
 
     def _route_legacy(self, credit: Credit) -> int:
@@ -188,10 +191,14 @@ class StickyRouter:
 
     def _pop(self, entry: _Entry) -> None:
         entries = self._entries
-        for key in (entry.root_key, *entry.aliases):
-            if entries.get(key) is entry:
-                del entries[key]
-        entry.aliases.clear()
+        if entries.get(entry.root_key) is entry:
+            del entries[entry.root_key]
+        aliases = entry.aliases
+        if aliases is not None:
+            for key in aliases:
+                if entries.get(key) is entry:
+                    del entries[key]
+            entry.aliases = None
         # Credit the session back to the worker it was counted against, not the worker the
         # last turn went to (they differ after a loss and rebind).
         worker = entry.worker
@@ -213,7 +220,10 @@ class StickyRouter:
         entry.ref_count += 1
         if child_id not in self._entries:
             self._entries[child_id] = entry
-            entry.aliases.append(child_id)
+            if entry.aliases is None:
+                entry.aliases = [child_id]
+            else:
+                entry.aliases.append(child_id)
         return True
 
     def release_child(self, parent_id: str) -> None:
@@ -286,9 +296,9 @@ class StickyRouter:
         active = self._active
         vsent = self._vsent
         last = self._last
-        return min(
-            (active[w], vsent[w], last[w], w) for w, load in enumerate(in_flight) if load == low
-        )[3]
+        # Comprehensions, not a generator: ties are where a miss spends its time.
+        tied = [w for w, load in enumerate(in_flight) if load == low]
+        return min([(active[w], vsent[w], last[w], w) for w in tied])[3]
 
     # ------------------------------------------------------------------- workers come, go
 
