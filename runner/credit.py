@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.trace.model import BranchMode, Turn
+from runner.trace.model import BranchMode, Tree, Turn
 
 __all__ = ["Credit"]
 
@@ -36,6 +36,7 @@ class Credit:
     lane: int = 0
     template_id: str = ""  # the trace session this instance replays
     turn: Turn | None = None
+    tree: Tree | None = None  # the trace tree this instance replays (literal-message prompts)
 
     @property
     def is_final_turn(self) -> bool:

@@ -48,6 +48,22 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(handler=_run_sim)
 
+    client = kinds.add_parser(
+        "client",
+        help="HTTP client throughput and TTFT against an endpoint",
+        description="Send N streamed chat requests at concurrency C; run it against a server "
+        "that answers at once (mock-server --time-scale 0) to measure the client itself.",
+    )
+    client.add_argument("--endpoint", required=True, metavar="URL")
+    client.add_argument("--model", default="mock-model", metavar="NAME")
+    client.add_argument("--concurrency", type=int, default=256)
+    client.add_argument("--requests", type=int, default=20_000)
+    client.add_argument("--isl", type=int, default=100, help="prompt tokens (default 100)")
+    client.add_argument("--osl", type=int, default=64, help="output tokens (default 64)")
+    client.add_argument("--no-stream", action="store_true", help="non-streaming requests")
+    client.add_argument("--json", action="store_true", help="print one JSON object")
+    client.set_defaults(handler=_run_client)
+
 
 def _run_router(args: argparse.Namespace) -> int:
     from runner.bench.router import bench_router, generate_stream, load_stream
@@ -72,4 +88,23 @@ def _run_sim(args: argparse.Namespace) -> int:
         print_json(result)
     else:
         print_table(result, title="simulator")
+    return 0
+
+
+def _run_client(args: argparse.Namespace) -> int:
+    from runner.bench.client import run_client_bench
+
+    result = run_client_bench(
+        args.endpoint,
+        model=args.model,
+        concurrency=args.concurrency,
+        requests=args.requests,
+        isl=args.isl,
+        osl=args.osl,
+        stream=not args.no_stream,
+    ).to_json()
+    if args.json:
+        print_json(result)
+    else:
+        print_table(result, title="client")
     return 0

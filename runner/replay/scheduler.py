@@ -107,7 +107,8 @@ class ReplayScheduler:
         self._tree_counter = 0
         self._runs: dict[str, _TreeRun] = {}  # root id -> live tree instance
         self._in_flight: dict[int, _Live] = {}
-        self._lane_next = [lane for lane in range(config.concurrency)]
+        self._lane_next = list(range(config.concurrency))
+        self._extents: dict[int, tuple[float, float]] = {}  # by id() of a tree in _trees
         self.stopped = False
         self.started = False
         # Counters for the run summary.
@@ -200,10 +201,13 @@ class ReplayScheduler:
         self._runs[root_id] = run
         self.trees_started += 1
         root = self._live(run, template.root, parent_id=None)
+        # A tree's own clock starts at its first request: arrival traces (Mooncake, Azure)
+        # record turn 0 at its offset in the whole trace, and a lane must not idle for it.
+        origin_s, span_s = self._extent(template)
         if fraction <= 0.0:
-            self._schedule(root, 0, now_s + template.root.turns[0].delay_s / config.speedup)
+            self._schedule(root, 0, now_s)
         else:
-            self._start_mid_tree(run, root, fraction * template.span_s, now_s)
+            self._start_mid_tree(run, root, origin_s + fraction * (span_s - origin_s), now_s)
         self._maybe_drain(run, now_s)
 
     def _start_mid_tree(self, run: _TreeRun, root: _Live, t_star: float, now_s: float) -> None:
@@ -246,6 +250,14 @@ class ReplayScheduler:
             live.next_turn = first
             offset_s = max(0.0, live.template.turns[first].t_s - t_star) / speedup
             self._schedule_or_gate(live, first, now_s + offset_s)
+
+    def _extent(self, tree: Tree) -> tuple[float, float]:
+        """(first request start, last request end) on the tree's recorded clock."""
+        extent = self._extents.get(id(tree))
+        if extent is None:
+            origin_s = min(t.t_s for s in tree.sessions.values() for t in s.turns)
+            extent = self._extents[id(tree)] = (origin_s, tree.span_s)
+        return extent
 
     def _live(self, run: _TreeRun, template: Session, *, parent_id: str | None) -> _Live:
         sid = run.prefix + template.id
@@ -297,6 +309,7 @@ class ReplayScheduler:
             lane=run.lane,
             template_id=template.id,
             turn=turn,
+            tree=run.tree,
         )
         self._in_flight[credit.id] = live
         return credit

@@ -67,6 +67,8 @@ class SessionCaches:
         self.peak_copies = 0
         self.peak_orphans = 0
         self.capacity_evictions = 0
+        # Migrations by (from worker, to worker): the live from->to matrix.
+        self.migrations: dict[tuple[int, int], int] = {}
 
     def add_worker(self) -> int:
         self.workers.append(WorkerCacheStats())
@@ -89,6 +91,8 @@ class SessionCaches:
         rebuilt = False
         if switched:
             self.worker_switches += 1
+            pair = (previous, worker)
+            self.migrations[pair] = self.migrations.get(pair, 0) + 1
             if not state.multi_worker:
                 state.multi_worker = True
                 self.sessions_multi_worker += 1

@@ -1,0 +1,215 @@
+"""`python -m runner replay`: replay a workload against a live OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from runner.cli.options import add_workload_options, engine_config, load_trees, replay_config
+from runner.cli.output import print_json, print_table
+from runner.client import Timeouts, preflight
+from runner.errors import SpecError
+from runner.live import LiveConfig, replay_live
+
+API_KEY_ENV = "AIPERF_API_KEY"
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "replay",
+        help="replay a workload against a live OpenAI-compatible endpoint",
+        description="Replay agent trees over HTTP with the same routing and affinity as "
+        "`simulate`; the endpoint is checked before the run starts.",
+    )
+    target = parser.add_argument_group("endpoint")
+    target.add_argument(
+        "--endpoint",
+        required=True,
+        metavar="URL",
+        help="base URL, e.g. http://127.0.0.1:8000 (or .../v1)",
+    )
+    target.add_argument("--model", required=True, metavar="NAME", help="model name to request")
+    target.add_argument(
+        "--api-key",
+        default=None,
+        metavar="KEY",
+        help=f"API key (default: ${API_KEY_ENV}); sent, never logged",
+    )
+    target.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="extra header on every request (repeatable)",
+    )
+    target.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="first-byte and stall timeout per request (default 300)",
+    )
+    target.add_argument(
+        "--failure-threshold",
+        type=int,
+        default=50,
+        metavar="N",
+        help="stop early after N consecutive failed requests (0: never)",
+    )
+    target.add_argument(
+        "--no-worker-id",
+        action="store_true",
+        help="do not ask for nvext.worker_id (endpoints that reject nvext)",
+    )
+    add_workload_options(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "--records",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="write one JSON line per request",
+    )
+    out.add_argument(
+        "--summary",
+        type=Path,
+        default=None,
+        metavar="FILE.json|FILE.csv",
+        help="write the summary as JSON or CSV",
+    )
+    out.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    out.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.duration is None and args.requests is None and args.max_trees is None:
+        raise SpecError("a live replay needs a stop: --duration S, --requests N or --max-trees N")
+    if args.summary is not None and args.summary.suffix not in (".json", ".csv"):
+        raise SpecError(f"--summary {args.summary}: use a .json or .csv file name")
+    _, traces = load_trees(args)
+    config = LiveConfig(
+        endpoint=args.endpoint,
+        model=args.model,
+        api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
+        headers=tuple(_header(h) for h in args.header),
+        replay=replay_config(args),
+        engine=engine_config(args),
+        timeouts=Timeouts(read_s=args.timeout),
+        want_worker_id=not args.no_worker_id,
+        failure_threshold=args.failure_threshold,
+        records_path=args.records,
+    )
+    progress = None if args.quiet else _Progress()
+    result = asyncio.run(_replay(traces, config, progress))
+    summary = result.summary
+    if args.summary is not None:
+        _write_summary(args.summary, summary)
+    if args.json:
+        print_json(summary)
+    else:
+        print_table(summary, title="replay summary")
+    if result.stopped_reason == "cancelled":
+        return 130
+    if result.stopped_reason is not None:
+        sys.stderr.write(f"error: run stopped early: {result.stopped_reason}\n")
+        return 1
+    return 0
+
+
+async def _replay(traces: Any, config: LiveConfig, progress: _Progress | None) -> Any:
+    await preflight(
+        config.endpoint,
+        model=config.model,
+        api_key=config.api_key,
+        headers=dict(config.headers),
+        want_worker_id=config.want_worker_id,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, stop.set)  # Ctrl-C: stop, keep what arrived
+    except (NotImplementedError, RuntimeError):
+        pass
+    try:
+        return await replay_live(traces, config, sink=progress, stop=stop)
+    finally:
+        if progress is not None:
+            progress.close()
+        try:
+            loop.remove_signal_handler(signal.SIGINT)
+        except (NotImplementedError, RuntimeError):
+            pass
+
+
+class _Progress:
+    """A one-line progress bar with ETA and live counters on stderr (a line per snapshot when
+    stderr is not a terminal would flood logs: then every 10th only)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.count = 0
+
+    def __call__(self, snapshot: dict[str, Any]) -> None:
+        self.count += 1
+        if not self.tty and self.count % 10:
+            return
+        fraction = float(snapshot["progress"])
+        width = 24
+        filled = int(fraction * width)
+        bar = "#" * filled + "-" * (width - filled)
+        eta = snapshot["eta_s"]
+        routing = snapshot["routing"]
+        errors = sum(snapshot["errors"].values())
+        line = (
+            f"[{bar}] {fraction:5.1%} t={snapshot['t_s']:.0f}s "
+            f"eta={'?' if eta is None else f'{eta:.0f}s'} req={snapshot['requests']} "
+            f"inflight={snapshot['in_flight']} err={errors} "
+            f"switches={routing['worker_switches']} orphans={routing['orphaned_session_copies']}"
+        )
+        sys.stderr.write(("\r" + line) if self.tty else (line + "\n"))
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty and self.count:
+            sys.stderr.write("\n")
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise SpecError(f"--header {text!r} is not NAME:VALUE")
+    return name.strip(), value.strip()
+
+
+def _write_summary(path: Path, summary: dict[str, Any]) -> None:
+    try:
+        with path.open("w", encoding="utf-8", newline="") as handle:
+            if path.suffix == ".json":
+                json.dump(summary, handle, indent=2)
+                handle.write("\n")
+                return
+            writer = csv.writer(handle)
+            writer.writerow(["key", "value"])
+            for key, value in _flatten(summary):
+                writer.writerow([key, value])
+    except OSError as exc:
+        raise SpecError(f"cannot write --summary {path}: {exc.strerror or exc}") from None
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows.extend(_flatten(value, name + "."))
+        else:
+            rows.append((name, json.dumps(value) if isinstance(value, list) else value))
+    return rows

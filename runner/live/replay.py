@@ -1,0 +1,280 @@
+"""The wall-clock driver: the replay engine's credits sent as real HTTP requests.
+
+Owns the asyncio loop of a live run: waking when a credit is due, one task per request, turning
+each response into a RequestRecord, the failure threshold, prompt cancellation, the snapshot
+sink (about once a second) and the records file. Routing, caching and affinity are the
+Engine's, exactly as in simulation.
+
+Client workers are identified by the Engine's `Dispatch.worker`; this driver sends for all of
+them from one process. Hosting them elsewhere means replacing `_send` with a hop to the worker
+that owns the session: the Dispatch (credit, worker, affinity) is all that crosses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+from runner.client import InferenceClient, ResponseResult, Timeouts
+from runner.errors import RunnerError
+from runner.live.prompts import RequestBuilder
+from runner.metrics import RequestRecord, RunMetrics
+from runner.metrics.records import ErrorCategory
+from runner.replay.engine import Dispatch, Engine, EngineConfig
+from runner.replay.scheduler import ReplayConfig
+from runner.replay.summary import run_summary
+from runner.trace import Trace
+
+__all__ = ["LiveConfig", "LiveResult", "replay_live"]
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveConfig:
+    endpoint: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    headers: tuple[tuple[str, str], ...] = ()
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    isolate_trees: bool = True  # a marker per tree instance: users never share cache
+    want_worker_id: bool = True  # ask for nvext.worker_id (Dynamo; the mock honours it)
+    ignore_eos: bool = True  # output lengths as the trace recorded them
+    # Stop early when this many consecutive requests failed (0: never).
+    failure_threshold: int = 50
+    snapshot_interval_s: float = 1.0
+    records_path: Path | None = None
+
+
+@dataclass(slots=True)
+class LiveResult:
+    summary: dict[str, Any]
+    metrics: RunMetrics
+    engine: Engine
+    stopped_reason: str | None = None  # why the run ended early, None when it ran its course
+
+
+async def replay_live(
+    traces: Sequence[Trace],
+    config: LiveConfig,
+    *,
+    sink: Sink | None = None,
+    stop: asyncio.Event | None = None,
+) -> LiveResult:
+    """Replay `traces` against the endpoint; `stop` set from outside cancels promptly and
+    keeps every record that arrived (in-flight requests end as `cancelled`)."""
+    run = _LiveRun(traces, config, sink)
+    try:
+        return await run.run(stop or asyncio.Event())
+    finally:
+        await run.close()
+
+
+class _LiveRun:
+    def __init__(self, traces: Sequence[Trace], config: LiveConfig, sink: Sink | None) -> None:
+        trees = [tree for trace in traces for tree in trace.trees]
+        self.config = config
+        self.sink = sink
+        self.engine = Engine(trees, config.replay, config.engine)
+        self.metrics = RunMetrics()
+        self.builder = RequestBuilder(
+            traces,
+            model=config.model,
+            isolate_trees=config.isolate_trees,
+            want_worker_id=config.want_worker_id,
+            ignore_eos=config.ignore_eos,
+        )
+        # Connections sized to what can be in flight: lanes times their parallel subagents.
+        self.client = InferenceClient(
+            config.endpoint,
+            concurrency=max(8, config.replay.concurrency * 4),
+            api_key=config.api_key,
+            headers=dict(config.headers),
+            timeouts=config.timeouts,
+        )
+        self.t0 = time.perf_counter()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.wake = asyncio.Event()
+        self.consecutive_failures = 0
+        self.stopped_reason: str | None = None
+        self.records_file: IO[str] | None = None
+        self.seq = 0
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    async def run(self, stop: asyncio.Event) -> LiveResult:
+        config = self.config
+        if config.records_path is not None:
+            try:
+                self.records_file = config.records_path.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise RunnerError(f"cannot write records to {config.records_path}: {exc}") from None
+        engine = self.engine
+        scheduler = engine.scheduler
+        self.t0 = time.perf_counter()
+        engine.start(0.0)
+        next_snapshot = config.snapshot_interval_s
+        while True:
+            if stop.is_set() and self.stopped_reason is None:
+                self.stopped_reason = "cancelled"
+            if self.stopped_reason is not None and not scheduler.stopped:
+                scheduler.stop()
+                for task in self.tasks:
+                    task.cancel()
+            if scheduler.finished and not self.tasks:
+                break
+            now = self.now()
+            for dispatch in engine.dispatch_due(now):
+                task = asyncio.create_task(self._send(dispatch))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+            if self.sink is not None and now >= next_snapshot:
+                self.sink(self.snapshot())
+                next_snapshot = now + config.snapshot_interval_s
+            due = engine.next_due()
+            wait_s = config.snapshot_interval_s
+            if due is not None:
+                wait_s = min(wait_s, max(0.0, due - self.now()))
+            self.wake.clear()
+            if wait_s > 0:
+                waiters = [asyncio.ensure_future(self.wake.wait())]
+                if not stop.is_set():
+                    waiters.append(asyncio.ensure_future(stop.wait()))
+                _, pending = await asyncio.wait(
+                    waiters, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED
+                )
+                for waiter in pending:
+                    waiter.cancel()
+            else:
+                await asyncio.sleep(0)  # let responses in before issuing more
+        elapsed_s = self.now()
+        summary = run_summary(engine, self.metrics, elapsed_s=elapsed_s)
+        summary["stopped_reason"] = self.stopped_reason
+        summary["migrations"] = _matrix(engine.caches.migrations)
+        if self.sink is not None:
+            self.sink(self.snapshot())
+        return LiveResult(summary, self.metrics, engine, self.stopped_reason)
+
+    async def _send(self, dispatch: Dispatch) -> None:
+        if dispatch.error is not None:
+            self._finish(dispatch, None, dispatch.error)
+            return
+        request, headers = self.builder.build(dispatch)
+        done: list[ResponseResult] = []
+        try:
+            await self.client.send(request, headers=headers, on_result=done.append)
+        except asyncio.CancelledError:
+            pass  # the record of the cancelled request is in `done`; the run keeps it
+        finally:
+            if done:
+                self._finish(dispatch, done[0], None)
+
+    def _finish(self, dispatch: Dispatch, result: ResponseResult | None, error: str | None) -> None:
+        credit = dispatch.credit
+        turn = credit.turn
+        prompt_tokens = turn.input_tokens if turn is not None else 0
+        now = self.now()
+        if result is None:
+            record = RequestRecord.from_credit(
+                credit,
+                client_worker=max(0, dispatch.worker),
+                start_s=now,
+                end_s=now,
+                prompt_tokens=prompt_tokens,
+                output_tokens=0,
+                error=cast(ErrorCategory, error),
+            )
+        else:
+            record = self._record(dispatch, result, prompt_tokens)
+        self.metrics.record(record)
+        if self.records_file is not None:
+            self.records_file.write(json.dumps(record.to_json_dict()) + "\n")
+        category = record.error
+        if category is None:
+            self.consecutive_failures = 0
+        elif category != "cancelled":
+            self.consecutive_failures += 1
+            threshold = self.config.failure_threshold
+            if threshold and self.consecutive_failures >= threshold and not self.stopped_reason:
+                self.stopped_reason = (
+                    f"{threshold} requests in a row failed (last: {category}"
+                    f"{': ' + result.error_detail if result and result.error_detail else ''})"
+                )
+        self.engine.complete(dispatch, now, error=category)
+        self.wake.set()
+
+    def _record(
+        self, dispatch: Dispatch, result: ResponseResult, prompt_tokens: int
+    ) -> RequestRecord:
+        t0 = self.t0
+        chunks = result.chunk_times_s
+        itl_ms = None
+        if len(chunks) > 1:
+            itl_ms = 1000.0 * (chunks[-1] - chunks[0]) / (len(chunks) - 1)
+        served = result.served_by
+        inference_worker = int(served) if served is not None and served.isdigit() else None
+        return RequestRecord.from_credit(
+            dispatch.credit,
+            client_worker=dispatch.worker,
+            inference_worker=inference_worker,
+            start_s=result.start_s - t0,
+            first_token_s=None if result.first_token_s is None else result.first_token_s - t0,
+            end_s=result.end_s - t0,
+            prompt_tokens=result.prompt_tokens or prompt_tokens,
+            output_tokens=result.output_tokens or 0,
+            cached_tokens=result.cached_tokens,
+            itl_ms=itl_ms,
+            status=result.status,
+            error=cast(ErrorCategory | None, None if result.error is None else str(result.error)),
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the live dashboard shows, cumulative (a lost one costs only freshness)."""
+        engine = self.engine
+        scheduler = engine.scheduler
+        replay = self.config.replay
+        now = self.now()
+        progress = 0.0
+        if replay.duration_s:
+            progress = min(1.0, now / replay.duration_s)
+        if replay.max_requests:
+            progress = max(progress, min(1.0, scheduler.issued / replay.max_requests))
+        overall = self.metrics.overall
+        return {
+            "t_s": round(now, 3),
+            "progress": round(progress, 4),
+            "eta_s": round(now / progress - now, 1) if progress > 0 else None,
+            "issued": scheduler.issued,
+            "in_flight": scheduler.in_flight,
+            "requests": overall.requests,
+            "errors": dict(overall.errors_by_category),
+            "routing": engine.routing_summary(),
+            "client_workers": engine.worker_snapshot(),
+            "migrations": _matrix(engine.caches.migrations),
+            "inference_workers": self.metrics.inference_workers(),
+            "latency": self.metrics.summary_percentiles(),
+            "prefix_cache_hit_ratio": self.metrics.prefix_cache_hit_ratio,
+            "throughput": self.metrics.throughput(now),
+        }
+
+    async def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.client.aclose()
+        if self.records_file is not None:
+            self.records_file.close()
+
+
+def _matrix(migrations: dict[tuple[int, int], int]) -> list[list[int]]:
+    """[[from, to, count], ...]: compact and JSON-able."""
+    return [[a, b, n] for (a, b), n in sorted(migrations.items())]
