@@ -2,7 +2,8 @@
 
 Owns the measurement only (requests/s, TTFT percentiles, this process's CPU seconds); the
 `python -m runner bench client` command prints it. Run it against a server that answers at
-once (../shared/bench/zero_latency_server.py, or `mock-server --time-scale 0`) and it measures the client itself.
+once (../shared/bench/zero_latency_server.py, or `mock-server --time-scale 0`)
+and it measures the client itself.
 """
 
 from __future__ import annotations

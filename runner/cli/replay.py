@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import json
 import os
@@ -134,19 +135,15 @@ async def _replay(traces: Any, config: LiveConfig, progress: _Progress | None) -
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    try:
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
         loop.add_signal_handler(signal.SIGINT, stop.set)  # Ctrl-C: stop, keep what arrived
-    except (NotImplementedError, RuntimeError):
-        pass
     try:
         return await replay_live(traces, config, sink=progress, stop=stop)
     finally:
         if progress is not None:
             progress.close()
-        try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
-        except (NotImplementedError, RuntimeError):
-            pass
 
 
 class _Progress:

@@ -1,0 +1,214 @@
+"""Live replay over real sockets against the built-in mock cluster (PRODUCT.md §4.6–4.9)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from runner.affinity.emitters import AffinityConfig, AffinityKind
+from runner.cluster import ClusterConfig
+from runner.live import LiveConfig, replay_live
+from runner.mockserver import FaultConfig, MockServerConfig, start_mock_server
+from runner.replay.engine import EngineConfig
+from runner.replay.scheduler import ReplayConfig
+from runner.routing.router import Policy
+from runner.sim.simulator import SimConfig, simulate
+from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def mock() -> Iterator[str]:
+    # Zero latency: routing and prefix caching are what these tests look at, and streaming
+    # every token at scaled-down intervals would only cost CPU time on both sides.
+    config = MockServerConfig(cluster=ClusterConfig(workers=8, time_scale=0.0))
+    # Its own process: a server sharing the test's interpreter would share its GIL too.
+    with start_mock_server(config, process=True) as server:
+        yield server.url
+
+
+def live(traces: list[Trace], url: str, **kw) -> dict:
+    replay = kw.pop("replay")
+    engine = kw.pop("engine", EngineConfig())
+    config = LiveConfig(endpoint=url, model="mock-model", replay=replay, engine=engine, **kw)
+    return asyncio.run(replay_live(traces, config)).summary
+
+
+def small_synthetic() -> Trace:
+    return generate_synthetic(
+        SyntheticConfig(seed=3, trees=6, main_turns=(4, 8), subagent_turns=(2, 4))
+    )
+
+
+def test_live_replay_agrees_with_the_simulator_on_routing(mock):
+    trace = small_synthetic()
+    replay = ReplayConfig(concurrency=6, max_trees=6, speedup=200.0)
+    live_summary = live([trace], mock, replay=replay)
+    simulated = simulate(trace.trees, SimConfig(replay=replay)).summary
+    for key in (
+        "requests",
+        "sessions",
+        "trees_completed",
+        "worker_switches",
+        "sessions_multi_worker",
+        "orphaned_session_copies",
+    ):
+        assert live_summary[key] == simulated[key], key
+    assert live_summary["worker_switches"] == 0 and live_summary["errors"] == 0
+
+
+@pytest.fixture(scope="module")
+def agent_trace(claude_code_trace) -> Trace:
+    return load_trace(claude_code_trace)
+
+
+def affinity_run(
+    trace: Trace, url: str, *, scope: str = "conversation", policy: Policy = Policy.SPAWN_PIN
+) -> dict:
+    return live(
+        [trace],
+        url,
+        replay=ReplayConfig(
+            concurrency=24, max_requests=500, start_window=(0.0, 0.3), speedup=5000.0, seed=2
+        ),
+        engine=EngineConfig(
+            policy=policy, affinity=AffinityConfig(kind=AffinityKind.DYNAMO_NVEXT, scope=scope)
+        ),
+    )
+
+
+def test_lineage_reuses_more_prefix_than_conversation_against_round_robin(agent_trace, mock):
+    conversation = affinity_run(agent_trace, mock, scope="conversation")
+    with httpx.Client() as client:
+        client.post(f"{mock}/admin/reset")
+    lineage = affinity_run(agent_trace, mock, scope="lineage")
+    assert lineage["prefix_cache_hit_ratio"] > conversation["prefix_cache_hit_ratio"]
+    assert lineage["early_closes"] == 0 and lineage["errors"] == 0 == conversation["errors"]
+
+
+def test_legacy_bounces_subagents_whose_parent_is_gone_and_spawn_pin_does_not(agent_trace, mock):
+    legacy = affinity_run(agent_trace, mock, policy=Policy.LEGACY)
+    fixed = affinity_run(agent_trace, mock, policy=Policy.SPAWN_PIN)
+    assert legacy["worker_switches"] > 0
+    assert fixed["worker_switches"] == 0 and fixed["orphaned_session_copies"] == 0
+
+
+def test_a_replay_with_injected_faults_completes_and_counts_what_the_server_injected():
+    faults = FaultConfig(error_rate=0.05, disconnect_rate=0.03, seed=7)
+    config = MockServerConfig(cluster=ClusterConfig(workers=4, time_scale=0.005), faults=faults)
+    with start_mock_server(config) as server:
+        summary = live(
+            [small_synthetic()],
+            server.url,
+            replay=ReplayConfig(concurrency=8, max_requests=600, speedup=500.0),
+        )
+        stats = httpx.get(f"{server.url}/stats").json()["server"]
+    injected = stats["faults_injected"]
+    assert summary["requests"] == 600
+    assert summary["errors_by_category"].get("http_5xx", 0) == injected["error"] > 0
+    assert summary["errors_by_category"].get("stream_broken", 0) == injected["disconnect"] > 0
+    assert summary["stopped_reason"] is None
+
+
+# ---------------------------------------------------------------------- the command line
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_an_unreachable_endpoint_fails_fast_with_one_line():
+    result = cli(
+        "replay",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--synthetic",
+        "--requests",
+        "5",
+        "--quiet",
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "127.0.0.1:9" in result.stderr
+
+
+def test_a_wrong_model_name_fails_fast_and_names_the_served_models(mock):
+    result = cli(
+        "replay", "--endpoint", mock, "--model", "nope", "--synthetic", "--requests", "5", "--quiet"
+    )
+    assert result.returncode == 2
+    assert "mock-model" in result.stderr and "nope" in result.stderr
+
+
+def test_a_run_where_everything_fails_stops_early_with_the_reason():
+    config = MockServerConfig(
+        cluster=ClusterConfig(workers=2, time_scale=0.0), faults=FaultConfig(error_rate=1.0)
+    )
+    with start_mock_server(config) as server:
+        # Preflight would see the 500 too: the run must be the one to give up.
+        summary = live(
+            [small_synthetic()],
+            server.url,
+            failure_threshold=20,
+            replay=ReplayConfig(concurrency=4, max_requests=5000),
+        )
+    assert summary["stopped_reason"].startswith("20 requests in a row failed")
+    assert summary["requests"] < 200
+
+
+def test_ctrl_c_stops_promptly_and_prints_the_partial_summary(mock, tmp_path):
+    records = tmp_path / "records.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "replay",
+            "--endpoint",
+            mock,
+            "--model",
+            "mock-model",
+            "--synthetic",
+            "--concurrency",
+            "8",
+            "--duration",
+            "600",
+            "--json",
+            "--quiet",
+            "--records",
+            str(records),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    time.sleep(3.0)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 5.0
+    assert proc.returncode == 130, err
+    summary = json.loads(out)
+    assert summary["stopped_reason"] == "cancelled" and summary["requests"] > 0
+    assert len(records.read_text().splitlines()) == summary["requests"] + summary["warmup_requests"]
