@@ -18,7 +18,7 @@ from typing import Any
 from runner.client import ChatRequest, InferenceClient, ResponseResult, Timeouts
 from runner.metrics import LatencyHistogram
 
-__all__ = ["ClientBenchResult", "bench_client", "run_client_bench"]
+__all__ = ["ClientBenchResult", "bench_client"]
 
 # Common words, about one token each in the usual BPE vocabularies, for prompts of ~isl tokens.
 _WORDS = ("the", "and", "to", "of", "a", "in", "is", "that", "it", "for", "on", "with")
@@ -74,7 +74,11 @@ async def bench_client(
     osl: int = 64,
     api_key: str | None = None,
     stream: bool = True,
+    rate_per_s: float | None = None,
 ) -> ClientBenchResult:
+    """Closed loop (`concurrency` lanes back to back) or, with `rate_per_s`, open loop: a new
+    request every 1/rate seconds, at most `concurrency` in flight. Against a server that
+    answers at once, the open-loop TTFT is the client's own overhead at that load."""
     prompt = " ".join(_WORDS[i % len(_WORDS)] for i in range(isl))
     request = ChatRequest(
         model=model,
@@ -96,9 +100,32 @@ async def bench_client(
                 remaining -= 1
                 records.append(await client.send(request))
 
+        async def paced(rate: float) -> None:
+            slots = asyncio.Semaphore(concurrency)
+            pending: set[asyncio.Task[None]] = set()
+
+            async def one() -> None:
+                try:
+                    records.append(await client.send(request))
+                finally:
+                    slots.release()
+
+            for i in range(requests):
+                delay = started + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await slots.acquire()
+                task = asyncio.create_task(one())
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            await asyncio.gather(*pending)
+
         usage_before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
-        await asyncio.gather(*(lane() for _ in range(concurrency)))
+        if rate_per_s:
+            await paced(rate_per_s)
+        else:
+            await asyncio.gather(*(lane() for _ in range(concurrency)))
         duration_s = time.perf_counter() - started
         usage_after = resource.getrusage(resource.RUSAGE_SELF)
 
@@ -123,30 +150,4 @@ async def bench_client(
         latency_ms_p99=latencies.percentile(99),
         cpu_user_s=usage_after.ru_utime - usage_before.ru_utime,
         cpu_sys_s=usage_after.ru_stime - usage_before.ru_stime,
-    )
-
-
-def run_client_bench(
-    url: str,
-    *,
-    model: str,
-    concurrency: int,
-    requests: int,
-    isl: int = 100,
-    osl: int = 64,
-    api_key: str | None = None,
-    stream: bool = True,
-) -> ClientBenchResult:
-    """`bench_client` on a fresh event loop, for command-line use."""
-    return asyncio.run(
-        bench_client(
-            url,
-            model=model,
-            concurrency=concurrency,
-            requests=requests,
-            isl=isl,
-            osl=osl,
-            api_key=api_key,
-            stream=stream,
-        )
     )

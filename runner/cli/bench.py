@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 from pathlib import Path
 
 from runner.cli.output import print_json, print_table
@@ -61,6 +62,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     client.add_argument("--isl", type=int, default=100, help="prompt tokens (default 100)")
     client.add_argument("--osl", type=int, default=64, help="output tokens (default 64)")
     client.add_argument("--no-stream", action="store_true", help="non-streaming requests")
+    client.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        metavar="R",
+        help="open loop: R requests/s (at most --concurrency in flight); "
+        "TTFT is then the client's overhead at that load",
+    )
     client.add_argument("--json", action="store_true", help="print one JSON object")
     client.set_defaults(handler=_run_client)
 
@@ -92,16 +101,19 @@ def _run_sim(args: argparse.Namespace) -> int:
 
 
 def _run_client(args: argparse.Namespace) -> int:
-    from runner.bench.client import run_client_bench
+    from runner.bench.client import bench_client
 
-    result = run_client_bench(
-        args.endpoint,
-        model=args.model,
-        concurrency=args.concurrency,
-        requests=args.requests,
-        isl=args.isl,
-        osl=args.osl,
-        stream=not args.no_stream,
+    result = asyncio.run(
+        bench_client(
+            args.endpoint,
+            model=args.model,
+            concurrency=args.concurrency,
+            requests=args.requests,
+            isl=args.isl,
+            osl=args.osl,
+            stream=not args.no_stream,
+            rate_per_s=args.rate,
+        )
     ).to_json()
     if args.json:
         print_json(result)

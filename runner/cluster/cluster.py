@@ -45,13 +45,13 @@ AffinityOutcome = Literal[
 _GROUP_KEY_PREFIX = "\x01sg:"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ClusterRequest:
-    """One request as the frontend sees it.
+class ClusterRequest(NamedTuple):
+    """One request as the frontend sees it (build it with keywords).
 
     `block_keys` must be chained (key i names blocks 0..i, as chain_block_keys makes them):
     the prefix cache compares one key to decide that a whole run of blocks matches. A
-    request's id must be unique among requests in flight (cancel finds it by id).
+    request's id must be unique among requests in flight (cancel finds it by id). A
+    NamedTuple: one is built per request and a frozen dataclass costs twice as much.
     """
 
     request_id: str
@@ -62,6 +62,10 @@ class ClusterRequest:
     session_control: object = None
     session_header: str | None = None  # X-Dynamo-Session-ID
     parent_session_header: str | None = None  # X-Dynamo-Parent-Session-ID
+    # Salts the first block key only: requests of different scopes never share cache even
+    # with equal keys (the simulator replays one trace's cached key chains per tree
+    # instance); 0 shares by content alone, as a real server does.
+    scope: int = 0
 
 
 class Placement(NamedTuple):
@@ -220,9 +224,12 @@ class Cluster:
             request.output_tokens,
             now_s,
             self._seq,
+            request.scope,
         )
         if self._predicted:
-            self._predicted[index].touch(request.block_keys, touched_s=now_s, ready_s=-math.inf)
+            self._predicted[index].touch(
+                request.block_keys, touched_s=now_s, ready_s=-math.inf, scope=request.scope
+            )
         if session_id is not None:
             self._sessions_seen[engine.worker_id].add(session_id)
             self._all_sessions_seen.add(session_id)
@@ -431,9 +438,11 @@ class Cluster:
         for i in self._up_engines:
             engine = self._engines[i]
             if self._predicted:
-                overlap = self._predicted[i].match(keys, len(keys), touched_after_s=touched_after_s)
+                overlap = self._predicted[i].match(
+                    keys, len(keys), scope=request.scope, touched_after_s=touched_after_s
+                )
             else:
-                overlap = engine.cache.match(keys, len(keys), ready_by_s=now_s)
+                overlap = engine.cache.match(keys, len(keys), scope=request.scope, ready_by_s=now_s)
             engine.release_ended(now_s)
             cost = max(0, prompt_blocks - overlap) + engine.active_blocks
             if cost < best_cost:

@@ -121,6 +121,7 @@ class Engine:
         output_tokens: int,
         now_s: float,
         seq: int,
+        scope: int = 0,
     ) -> Admission:
         self.release_ended(now_s)
         config = self._config
@@ -132,7 +133,9 @@ class Engine:
         # vLLM recomputes the last prompt token to get logits, so a hit never covers the
         # whole prompt: at most the full blocks before the last token (server-side.md §5.1).
         limit = min(len(block_keys), (prompt_tokens - 1) // block_size) if prompt_tokens else 0
-        hit_blocks = self.cache.match(block_keys, limit, ready_by_s=admit_s) if limit > 0 else 0
+        hit_blocks = (
+            self.cache.match(block_keys, limit, scope=scope, ready_by_s=admit_s) if limit > 0 else 0
+        )
         cached_tokens = hit_blocks * block_size
         uncached_tokens = max(1, prompt_tokens - cached_tokens)
 
@@ -154,7 +157,7 @@ class Engine:
         request = LiveRequest(request_id, self.index, seq, admit_s, end_s, kv_blocks)
         heapq.heappush(self._live, (end_s, seq, request))
         self._live_by_id[request_id] = request
-        self.cache.touch(block_keys, touched_s=now_s, ready_s=first_token_s)
+        self.cache.touch(block_keys, touched_s=now_s, ready_s=first_token_s, scope=scope)
 
         self.requests += 1
         self.prompt_tokens += prompt_tokens

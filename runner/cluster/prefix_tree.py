@@ -26,7 +26,7 @@ __all__ = ["PrefixTree"]
 
 
 class _Node:
-    __slots__ = ("children", "end", "parent", "src", "stamp", "start", "touched_s")
+    __slots__ = ("children", "end", "parent", "slot", "src", "stamp", "start", "touched_s")
 
     def __init__(
         self,
@@ -36,6 +36,7 @@ class _Node:
         parent: _Node | None,
         stamp: int,
         touched_s: float,
+        slot: int,
     ) -> None:
         # The segment's block keys are src[start:end]. A view, never a copy: copying a
         # 300-key tuple touches 300 int objects' refcounts, and that cache traffic was the
@@ -47,6 +48,9 @@ class _Node:
         self.children: dict[int, _Node] = {}  # by the child's first key
         self.stamp = stamp  # LRU order: the newest touch through this segment
         self.touched_s = touched_s  # caller time of that touch (kv-approx expiry)
+        # The key this node is filed under in its parent: its first key, salted with the
+        # request's scope for the root's children (see PrefixTree).
+        self.slot = slot
 
 
 class PrefixTree:
@@ -65,7 +69,7 @@ class PrefixTree:
 
     def __init__(self, capacity_blocks: int | None) -> None:
         self._capacity_blocks = capacity_blocks
-        self._root = _Node((), 0, 0, None, 0, math.inf)
+        self._root = _Node((), 0, 0, None, 0, math.inf, 0)
         self._stamp = 0
         self._nodes = 0
         self._pushes = 0
@@ -73,10 +77,10 @@ class PrefixTree:
         # stale when a leaf is touched again, gains a child or is removed; they are skipped
         # on pop and compacted away when they outnumber the live nodes.
         self._leaves: list[tuple[int, int, _Node]] = []
-        # Blocks still being computed, per prefill: (ready_s, position, key) says "from
-        # `position` on, a path through `key` is not ready before ready_s". Kept apart from
-        # the nodes so segments can merge freely; only prefills in flight are listed.
-        self._pending: list[tuple[float, int, int]] = []
+        # Blocks still being computed, per prefill: (ready_s, position, key, scope) says "from
+        # `position` on, a path of `scope` through `key` is not ready before ready_s". Kept
+        # apart from the nodes so segments can merge freely; only prefills in flight are listed.
+        self._pending: list[tuple[float, int, int, int]] = []
         self.blocks = 0
 
     def match(
@@ -84,6 +88,7 @@ class PrefixTree:
         keys: tuple[int, ...],
         limit: int,
         *,
+        scope: int = 0,
         ready_by_s: float = math.inf,
         touched_after_s: float = -math.inf,
     ) -> int:
@@ -91,12 +96,15 @@ class PrefixTree:
         touched after `touched_after_s`.
 
         A block is never ready before its predecessors, nor touched later than them, so the
-        held-and-ready blocks always form a leading run.
+        held-and-ready blocks always form a leading run. `scope` salts the first key only:
+        a whole chain lives in the subtree of its first block, so two scopes never share a
+        block although their later keys may be equal (the simulator keys every replayed
+        instance of a trace turn with the same cached chain and a scope per instance).
         """
         node = self._root
         pos = 0
         while pos < limit:
-            child = node.children.get(keys[pos])
+            child = node.children.get(keys[pos] ^ scope if pos == 0 else keys[pos])
             if child is None or child.touched_s <= touched_after_s:
                 break
             common = _common_prefix(child, keys, pos, limit)
@@ -104,12 +112,14 @@ class PrefixTree:
             if common < child.end - child.start:
                 break
             node = child
-        for ready_s, start, key in self._pending:
-            if ready_s > ready_by_s and start < pos and keys[start] == key:
+        for ready_s, start, key, key_scope in self._pending:
+            if ready_s > ready_by_s and start < pos and keys[start] == key and key_scope == scope:
                 pos = start
         return pos
 
-    def touch(self, keys: tuple[int, ...], *, touched_s: float, ready_s: float) -> None:
+    def touch(
+        self, keys: tuple[int, ...], *, touched_s: float, ready_s: float, scope: int = 0
+    ) -> None:
         """Record that a request held `keys` at `touched_s`: refresh the blocks held, add the
         rest (computed by `ready_s`), then evict least recent blocks beyond capacity.
 
@@ -122,7 +132,8 @@ class PrefixTree:
         pos = 0
         n = len(keys)
         while pos < n:
-            child = node.children.get(keys[pos])
+            slot = keys[pos] ^ scope if pos == 0 else keys[pos]
+            child = node.children.get(slot)
             if child is None:
                 if node is not self._root and not node.children:
                     # The request extends a leaf (the next turn of a conversation): grow it.
@@ -130,11 +141,11 @@ class PrefixTree:
                     node.src, node.start = keys, pos - (node.end - node.start)
                     node.end = n
                 else:
-                    child = _Node(keys, pos, n, node, stamp, touched_s)
-                    node.children[keys[pos]] = child
+                    child = _Node(keys, pos, n, node, stamp, touched_s, slot)
+                    node.children[slot] = child
                     node = child
                     self._nodes += 1
-                self._add_pending(ready_s, pos, keys[pos], touched_s)
+                self._add_pending(ready_s, pos, keys[pos], scope, touched_s)
                 self.blocks += n - pos
                 break
             common = _common_prefix(child, keys, pos, n)
@@ -175,12 +186,14 @@ class PrefixTree:
         self._nodes = 0
         self.blocks = 0
 
-    def _add_pending(self, ready_s: float, position: int, key: int, now_s: float) -> None:
+    def _add_pending(
+        self, ready_s: float, position: int, key: int, scope: int, now_s: float
+    ) -> None:
         pending = self._pending
         while pending and pending[0][0] <= now_s:
             heapq.heappop(pending)  # computed already: every later check would pass
         if ready_s > now_s:
-            heapq.heappush(pending, (ready_s, position, key))
+            heapq.heappush(pending, (ready_s, position, key, scope))
 
     def _split(self, node: _Node, at: int) -> _Node:
         """Cut `node` after `at` blocks; the new upper part takes its place in the tree.
@@ -190,11 +203,12 @@ class PrefixTree:
         parent = node.parent
         assert parent is not None
         cut = node.start + at
-        upper = _Node(node.src, node.start, cut, parent, node.stamp, node.touched_s)
-        parent.children[node.src[node.start]] = upper
+        upper = _Node(node.src, node.start, cut, parent, node.stamp, node.touched_s, node.slot)
+        parent.children[upper.slot] = upper
         node.start = cut
         node.parent = upper
-        upper.children[node.src[cut]] = node
+        node.slot = node.src[cut]
+        upper.children[node.slot] = node
         self._nodes += 1
         return upper
 
@@ -219,7 +233,7 @@ class PrefixTree:
                 heapq.heappush(heap, (stamp, push, node))
                 return
             parent = node.parent
-            del parent.children[node.src[node.start]]
+            del parent.children[node.slot]
             node.parent = None
             self._nodes -= 1
             self.blocks -= size

@@ -359,6 +359,7 @@ class RunMetrics:
         self._latency_limit_ms = self._slo_ms.get("latency_ms", math.inf)
         self.warmup_requests = 0
         self._overall = RequestStats()
+        self._overall_stale = False
         self._by_depth = [RequestStats() for _ in DEPTH_LABELS]
         self._by_mode: dict[str, RequestStats] = {
             mode: RequestStats() for mode in BRANCH_MODE_NAMES
@@ -385,8 +386,11 @@ class RunMetrics:
         )
         depth_stats = self._by_depth[_depth_index(record.depth)]
         mode_stats = self._by_mode[record.branch_mode]
-        for stats in (self._overall, depth_stats, mode_stats):
-            stats.add(record, ttft_ms=ttft_ms, latency_ms=latency_ms, good=good)
+        # The overall group is the merge of the depth groups, built when read: feeding it
+        # here too would cost a third of this method on the simulator's hot path.
+        self._overall_stale = True
+        depth_stats.add(record, ttft_ms=ttft_ms, latency_ms=latency_ms, good=good)
+        mode_stats.add(record, ttft_ms=ttft_ms, latency_ms=latency_ms, good=good)
 
         worker = record.client_worker
         if worker < 0:
@@ -418,7 +422,7 @@ class RunMetrics:
         if other._slo_ms != self._slo_ms:
             raise ValueError(f"cannot merge metrics with SLOs {other._slo_ms} into {self._slo_ms}")
         self.warmup_requests += other.warmup_requests
-        self._overall.merge(other._overall)
+        self._overall_stale = True
         for mine, theirs in zip(self._by_depth, other._by_depth, strict=True):
             mine.merge(theirs)
         for mode, stats in self._by_mode.items():
@@ -449,6 +453,12 @@ class RunMetrics:
 
     @property
     def overall(self) -> RequestStats:
+        if self._overall_stale:
+            overall = RequestStats()
+            for stats in self._by_depth:
+                overall.merge(stats)
+            self._overall = overall
+            self._overall_stale = False
         return self._overall
 
     @property
@@ -550,11 +560,11 @@ class RunMetrics:
         for index, label in enumerate(DEPTH_LABELS):
             group = data["by_depth"].get(label)
             if group is not None:
-                stats = metrics._by_depth[index] = RequestStats.from_dict(group)
-                metrics._overall.merge(stats)
+                metrics._by_depth[index] = RequestStats.from_dict(group)
+                metrics._overall_stale = True
         for mode, group in data["by_branch_mode"].items():
             metrics._by_mode[mode] = RequestStats.from_dict(group)
-        if sum(s.requests for s in metrics._by_mode.values()) != metrics._overall.requests:
+        if sum(s.requests for s in metrics._by_mode.values()) != metrics.overall.requests:
             raise ValueError("metrics snapshot depth and branch-mode groups disagree")
 
         clients = data["client_workers"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from runner.affinity.emitters import AffinityConfig, AffinityDecision, AffinityEmitter
 from runner.affinity.ledger import AffinityLedger
@@ -34,8 +34,7 @@ class EngineConfig:
     on_worker_loss: Literal["migrate", "fail"] = "migrate"
 
 
-@dataclass(frozen=True, slots=True)
-class Dispatch:
+class Dispatch(NamedTuple):
     """A credit ready to send: the client worker chosen and the affinity it carries.
 
     `error` is set when the credit must not be sent at all (its session was on a lost worker);

@@ -24,6 +24,7 @@ from runner.trace.model import Tree
 __all__ = ["SimConfig", "SimResult", "simulate"]
 
 Sink = Callable[[dict[str, Any]], None]
+_NO_HEADERS: dict[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,7 +62,7 @@ def simulate(
     keys = BlockKeys(
         trace_block_tokens=trace_block, cluster_block_tokens=config.cluster.block_size_tokens
     )
-    salts: dict[str, int] = {}
+    scopes: dict[str, int] = {}
     # Completions: (end time, sequence, dispatch, record fields).
     done: list[tuple[float, int, Dispatch, RequestRecord]] = []
     seq = 0
@@ -77,7 +78,7 @@ def simulate(
             assert due is not None
             now_s = due
             for dispatch in engine.dispatch_due(now_s):
-                record = _submit(cluster, keys, salts, dispatch, now_s, config.isolate_trees)
+                record = _submit(cluster, keys, scopes, dispatch, now_s, config.isolate_trees)
                 seq += 1
                 heapq.heappush(done, (record.end_s, seq, dispatch, record))
         else:
@@ -100,14 +101,15 @@ def simulate(
 def _submit(
     cluster: Cluster,
     keys: BlockKeys,
-    salts: dict[str, int],
+    scopes: dict[str, int],
     dispatch: Dispatch,
     now_s: float,
     isolate: bool,
 ) -> RequestRecord:
     credit = dispatch.credit
     turn = credit.turn
-    assert turn is not None
+    tree = credit.tree
+    assert turn is not None and tree is not None
     if dispatch.error is not None:
         return RequestRecord.from_credit(
             credit,
@@ -118,24 +120,19 @@ def _submit(
             output_tokens=0,
             error="worker_lost",
         )
-    seed = 0
+    scope = 0
     if isolate:
-        seed = salts.get(credit.root_id, 0)
-        if not seed:
+        scope = scopes.get(credit.root_id, 0)
+        if not scope:
             # A stable digest, not hash(): str hashing is salted per process and the
             # simulation must give the same figures on every run with the same seed.
             digest = hashlib.blake2b(credit.root_id.encode(), digest_size=8).digest()
-            seed = salts[credit.root_id] = int.from_bytes(digest, "little") or 1
-    headers = dict(dispatch.affinity.headers)
+            scope = scopes[credit.root_id] = int.from_bytes(digest, "little") or 1
+    headers = dict(dispatch.affinity.headers) if dispatch.affinity.headers else _NO_HEADERS
     request = ClusterRequest(
         request_id=str(credit.id),
-        block_keys=keys.keys(
-            turn,
-            session_id=credit.session_id,
-            parent_id=credit.parent_id,
-            seed=seed,
-            final=credit.is_final_turn,
-        ),
+        block_keys=keys.keys(tree, credit.template_id, credit.turn_index),
+        scope=scope,
         prompt_tokens=turn.input_tokens,
         output_tokens=max(1, turn.output_tokens),
         session_control=dispatch.affinity.session_control,
