@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from runner.cli.output import print_json, print_table
 
@@ -73,6 +75,35 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     client.add_argument("--json", action="store_true", help="print one JSON object")
     client.set_defaults(handler=_run_client)
 
+    cluster = kinds.add_parser("cluster", help="simulated cluster: microseconds per submit")
+    cluster.add_argument("--requests", type=int, default=100_000)
+    cluster.add_argument("--lanes", type=int, default=256)
+    cluster.add_argument(
+        "--router",
+        default="round-robin",
+        choices=("round-robin", "random", "least-loaded", "kv", "kv-approx"),
+    )
+    cluster.add_argument("--seed", type=int, default=0)
+    cluster.add_argument("--json", action="store_true", help="print one JSON object")
+    cluster.set_defaults(handler=_run_cluster)
+
+    mock = kinds.add_parser(
+        "mock", help="mock server capacity: streamed requests/s and server CPU per request"
+    )
+    mock.add_argument("--requests", type=int, default=20_000)
+    mock.add_argument("--concurrency", type=int, default=256)
+    mock.add_argument("--isl", type=int, default=100, help="prompt tokens (words)")
+    mock.add_argument("--osl", type=int, default=64, help="streamed output tokens")
+    mock.add_argument("--time-scale", type=float, default=0.0)
+    mock.add_argument("--workers", type=int, default=8)
+    mock.add_argument("--url", default=None, help="measure a mock already running here")
+    mock.add_argument("--json", action="store_true", help="print one JSON object")
+    mock.set_defaults(handler=_run_mock)
+
+    metrics = kinds.add_parser("metrics", help="metrics hot path: ns per histogram record")
+    metrics.add_argument("--json", action="store_true", help="print one JSON object")
+    metrics.set_defaults(handler=_run_metrics)
+
 
 def _run_router(args: argparse.Namespace) -> int:
     from runner.bench.router import bench_router, generate_stream, load_stream
@@ -119,4 +150,45 @@ def _run_client(args: argparse.Namespace) -> int:
         print_json(result)
     else:
         print_table(result, title="client")
+    return 0
+
+
+def _run_cluster(args: argparse.Namespace) -> int:
+    from runner.bench.cluster import run
+
+    figures = run(requests=args.requests, lanes=args.lanes, router=args.router, seed=args.seed)
+    return _print(figures, args.json, "cluster")
+
+
+def _run_mock(args: argparse.Namespace) -> int:
+    from runner.bench.mockserver import run_bench
+
+    figures = run_bench(
+        requests=args.requests,
+        concurrency=args.concurrency,
+        isl=args.isl,
+        osl=args.osl,
+        time_scale=args.time_scale,
+        workers=args.workers,
+        url=args.url,
+    )
+    return _print(figures, args.json, "mock server")
+
+
+def _run_metrics(args: argparse.Namespace) -> int:
+    from runner.bench.metrics import bench_call_overhead, bench_record, bench_run_metrics_record
+
+    figures = {
+        "call_overhead_ns": round(bench_call_overhead(), 1),
+        "histogram_record_ns": round(bench_record(), 1),
+        "run_metrics_record_ns": round(bench_run_metrics_record(), 1),
+    }
+    return _print(figures, args.json, "metrics")
+
+
+def _print(figures: Mapping[str, Any], as_json: bool, title: str) -> int:
+    if as_json:
+        print_json(figures)
+    else:
+        print_table(figures, title=title)
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from runner.cluster.bench import run
+from runner.bench.cluster import run
 from tests.runner.cluster.builders import BLOCK, bind, blocks, close, cluster, placed, request
 
 

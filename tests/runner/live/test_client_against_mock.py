@@ -15,16 +15,26 @@ from runner.trace import count_tokens
 
 
 def test_every_fault_kind_is_classified_and_counts_match_the_servers_books():
-    faults = FaultConfig(error_rate=0.1, rate_limit_rate=0.1, overload_rate=0.1,
-                         disconnect_rate=0.1, stall_rate=0.05, stall_s=1.0, seed=5)
+    faults = FaultConfig(
+        error_rate=0.1,
+        rate_limit_rate=0.1,
+        overload_rate=0.1,
+        disconnect_rate=0.1,
+        stall_rate=0.05,
+        stall_s=1.0,
+        seed=5,
+    )
     config = MockServerConfig(cluster=ClusterConfig(workers=4, time_scale=0.0), faults=faults)
-    request = ChatRequest(model="mock-model", messages=[{"role": "user", "content": "a b c"}],
-                          max_tokens=8, ignore_eos=True)
+    request = ChatRequest(
+        model="mock-model",
+        messages=[{"role": "user", "content": "a b c"}],
+        max_tokens=8,
+        ignore_eos=True,
+    )
 
     async def run(url: str) -> Counter[str]:
         # A stalled answer pauses 1 s; the read timeout gives up after 0.3 s.
-        async with InferenceClient(url, concurrency=16,
-                                   timeouts=Timeouts(read_s=0.3)) as client:
+        async with InferenceClient(url, concurrency=16, timeouts=Timeouts(read_s=0.3)) as client:
             results = await asyncio.gather(*(client.send(request) for _ in range(300)))
         return Counter(str(r.error) if r.error else "ok" for r in results)
 
@@ -42,8 +52,14 @@ def test_usage_cached_tokens_and_worker_ids_come_back_from_the_mock():
     config = MockServerConfig(cluster=ClusterConfig(workers=4, time_scale=0.0))
     prompt = " ".join(f"w{i}" for i in range(300))
     control = {"nvext": {"session_control": {"session_id": "s", "action": "bind", "timeout": 60}}}
-    request = ChatRequest(model="mock-model", messages=[{"role": "user", "content": prompt}],
-                          max_tokens=5, ignore_eos=True, want_worker_id=True, extra_body=control)
+    request = ChatRequest(
+        model="mock-model",
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=5,
+        ignore_eos=True,
+        want_worker_id=True,
+        extra_body=control,
+    )
 
     async def run(url: str):
         async with InferenceClient(url, concurrency=2) as client:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.metrics.bench import bench_record, bench_run_metrics_record
+from runner.bench.metrics import bench_record, bench_run_metrics_record
 
 
 def test_bench_record_reports_nanoseconds_per_record() -> None:

@@ -1,6 +1,6 @@
 """Benchmark: microseconds per `Cluster.submit` on an agentic reuse pattern (prints figures).
 
-Not a test and never imported by the package: `python -m runner.cluster.bench [--json]`.
+Not a test and never imported by the package: `python -m runner bench cluster [--json]`.
 It owns its synthetic workload and reads the process CPU clock around whole timing loops;
 the cluster itself still runs on the virtual clock the workload advances.
 
@@ -12,18 +12,15 @@ average); `bind` on every turn but the last, which sends `close`.
 
 from __future__ import annotations
 
-import argparse
 import heapq
-import json
 import random
 import time
-from collections.abc import Sequence
 
 from runner.cluster.cluster import Cluster, ClusterRequest, Placement
 from runner.cluster.config import ClusterConfig, RouterMode
 from runner.cluster.keys import chain_block_keys
 
-__all__ = ["main", "run"]
+__all__ = ["run"]
 
 _BLOCK_TOKENS = 64
 _AGENT_TYPES = 16
@@ -125,28 +122,3 @@ def _record(
         lane_state[lane] = (session_id, turn + 1, keys)
         heapq.heappush(ready, (placement.end_s + rng.expovariate(1 / _THINK_S), lane))
     return stream, keyings
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runner.cluster.bench", description=__doc__)
-    parser.add_argument("--requests", type=int, default=100_000)
-    parser.add_argument("--lanes", type=int, default=256)
-    parser.add_argument(
-        "--router",
-        default="round-robin",
-        choices=["round-robin", "random", "least-loaded", "kv", "kv-approx"],
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    figures = run(requests=args.requests, lanes=args.lanes, router=args.router, seed=args.seed)
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        for name, value in figures.items():
-            print(f"{name:>24}: {value:,.3f}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -5,7 +5,7 @@ Owns its load generator only: the mock runs in its own process (zero latency unl
 connection per concurrent stream, bodies encoded up front), and the server's CPU seconds
 come from its `/stats`. Not a test and not imported by the package.
 
-    python -m runner.mockserver.bench [--requests N --concurrency C --isl 100 --osl 64 --json]
+    python -m runner bench mock [--requests N --concurrency C --isl 100 --osl 64 --json]
 
 On a shared machine trust server CPU µs per request first: requests/s also depends on the
 load generator and other tenants sharing the cores.
@@ -13,13 +13,11 @@ load generator and other tenants sharing the cores.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
 import time
 import urllib.request
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,7 +27,7 @@ from runner.cluster import ClusterConfig
 from runner.mockserver.config import MockServerConfig
 from runner.mockserver.server import start_mock_server
 
-__all__ = ["main", "run_bench"]
+__all__ = ["run_bench"]
 
 _MODEL = "mock-model"
 _DISTINCT_BODIES = 1024  # distinct prompts, cycled: encoding bodies is not what we measure
@@ -161,35 +159,3 @@ def _server_stats(url: str) -> dict[str, Any]:
     with urllib.request.urlopen(url + "/stats", timeout=30) as response:
         stats: dict[str, Any] = json.load(response)
     return stats
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runner.mockserver.bench", description=__doc__)
-    parser.add_argument("--requests", type=int, default=20_000)
-    parser.add_argument("--concurrency", type=int, default=256)
-    parser.add_argument("--isl", type=int, default=100, help="prompt tokens (words)")
-    parser.add_argument("--osl", type=int, default=64, help="streamed output tokens")
-    parser.add_argument("--time-scale", type=float, default=0.0)
-    parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--url", default=None, help="measure a mock already running here")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    figures = run_bench(
-        requests=args.requests,
-        concurrency=args.concurrency,
-        isl=args.isl,
-        osl=args.osl,
-        time_scale=args.time_scale,
-        workers=args.workers,
-        url=args.url,
-    )
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        for name, value in figures.items():
-            print(f"{name:>28}: {value}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,12 +2,11 @@
 
 Owns timing `LatencyHistogram.record` and `RunMetrics.record` on seeded synthetic data. It
 must not run inside the test suite as a timing check (these machines are too noisy): run
-`python -m runner.metrics.bench` and read the figures side by side.
+`python -m runner bench metrics` and read the figures side by side.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 
@@ -96,12 +95,3 @@ def bench_run_metrics_record(n: int = 100_000, *, repeat: int = 3, seed: int = 0
             record(request)
         best_ns = min(best_ns, (time.perf_counter_ns() - started_ns) / n)
     return best_ns
-
-
-if __name__ == "__main__":
-    figures = {
-        "call_overhead_ns": round(bench_call_overhead(), 1),
-        "histogram_record_ns": round(bench_record(), 1),
-        "run_metrics_record_ns": round(bench_run_metrics_record(), 1),
-    }
-    print(json.dumps(figures))
