@@ -24,6 +24,8 @@ class AffinityLedger:
         # key -> sessions that sent a request under it and still have turns to send
         self._live: dict[str, set[str]] = {}
         self._bound: set[str] = set()
+        self._abandoned = 0  # keys whose users all ended without a close (left to the TTL)
+        self._key_of: dict[str, str] = {}  # live session -> the key it sends under
 
     def record(self, credit: Credit, decision: AffinityDecision) -> None:
         key = decision.key
@@ -33,6 +35,7 @@ class AffinityLedger:
         live = self._live.get(key)
         if action is _CLOSE:
             self.closes += 1
+            self._key_of.pop(credit.session_id, None)
             if live is not None:
                 live.discard(credit.session_id)
                 if live:
@@ -49,15 +52,33 @@ class AffinityLedger:
             live = self._live[key] = set()
         if credit.is_final_turn:
             live.discard(credit.session_id)
+            self._key_of.pop(credit.session_id, None)
         else:
             live.add(credit.session_id)
+            self._key_of[credit.session_id] = key
 
-    def session_ended(self, credit: Credit) -> None:
-        """A session stopped before its final turn: it has nothing more to send."""
-        for live in self._live.values():
-            live.discard(credit.session_id)
+    def session_ended(self, session_id: str) -> None:
+        """A session stopped before its final turn: it has nothing more to send, so a later
+        close under its key is not early on its account. A key that was its own (conversation
+        scope) is left to the server's TTL."""
+        key = self._key_of.pop(session_id, None)
+        if key is None:
+            return
+        live = self._live.get(key)
+        if live is not None:
+            live.discard(session_id)
+        if key == session_id and not live:
+            self.forget(key)
+
+    def forget(self, key: str) -> None:
+        """Nothing more will be sent under `key` (its tree drained): drop its books, counting
+        it as left bound if it was never closed."""
+        self._live.pop(key, None)
+        if key in self._bound:
+            self._bound.discard(key)
+            self._abandoned += 1
 
     @property
     def keys_bound(self) -> int:
         """Keys bound and never closed (left to the server's TTL reaper)."""
-        return len(self._bound)
+        return len(self._bound) + self._abandoned

@@ -100,6 +100,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     mock.add_argument("--json", action="store_true", help="print one JSON object")
     mock.set_defaults(handler=_run_mock)
 
+    memory = kinds.add_parser(
+        "memory", help="engine state and RSS over a long simulated run (flat under spawn-pin)"
+    )
+    memory.add_argument("--requests", type=int, default=1_000_000)
+    memory.add_argument("--concurrency", type=int, default=256)
+    memory.add_argument("--server-workers", type=int, default=64)
+    memory.add_argument(
+        "--policy", choices=("spawn-pin", "legacy", "least-loaded"), default="spawn-pin"
+    )
+    memory.add_argument("--json", action="store_true", help="print one JSON object")
+    memory.set_defaults(handler=_run_memory)
+
     metrics = kinds.add_parser("metrics", help="metrics hot path: ns per histogram record")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
     metrics.set_defaults(handler=_run_metrics)
@@ -191,4 +203,22 @@ def _print(figures: Mapping[str, Any], as_json: bool, title: str) -> int:
         print_json(figures)
     else:
         print_table(figures, title=title)
+    return 0
+
+
+def _run_memory(args: argparse.Namespace) -> int:
+    from runner.bench.memory import bench_memory
+
+    result = bench_memory(
+        requests=args.requests,
+        concurrency=args.concurrency,
+        server_workers=args.server_workers,
+        policy=args.policy,
+    )
+    if args.json:
+        print_json(result)
+        return 0
+    print(f"policy {result['policy']}, {result['requests']} requests")
+    for sample in result["samples"]:
+        print("  " + "  ".join(f"{k}={v}" for k, v in sample.items()))
     return 0

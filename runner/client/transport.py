@@ -16,6 +16,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator
+from typing import cast
 
 import httpx
 
@@ -67,8 +68,9 @@ class _Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol callbacks --
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not an isinstance check: uvloop's transports implement the interface without
+        # subclassing asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self._chunks.append(data)

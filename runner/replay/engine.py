@@ -140,12 +140,14 @@ class Engine:
         if not completed:
             self.router.release_session(session_id)
             self.caches.session_ended(session_id)
+            self.ledger.session_ended(session_id)
         if fork_parent is not None and not served:
             # A FORK child that never started will not take its parent's pinned copy.
             self.caches.fork_child_settled(fork_parent)
 
     def tree_ended(self, root_id: str, *, drained: bool) -> None:
         self.emitter.forget(root_id)
+        self.ledger.forget(root_id)
 
     # --------------------------------------------------------------------------- reporting
 
@@ -168,6 +170,18 @@ class Engine:
             "affinity_closes": ledger.closes,
             "early_closes": ledger.early_closes,
             "affinity_keys_bound_at_end": ledger.keys_bound,
+        }
+
+    def state_sizes(self) -> dict[str, int]:
+        """How much per-session and per-tree state the engine holds (flat when nothing leaks)."""
+        return {
+            "router_keys": self.router.key_count,
+            "cached_sessions": self.caches.tracked_sessions,
+            "session_copies": self.caches.copies,
+            "live_trees": self.scheduler.cut_trees(),
+            "affinity_keys": self.ledger.keys_bound,
+            "pending_forks": len(self._fork_parents),
+            "served_sessions": len(self._served),
         }
 
     def worker_snapshot(self) -> dict[str, list[int]]:

@@ -62,7 +62,6 @@ def simulate(
     keys = BlockKeys(
         trace_block_tokens=trace_block, cluster_block_tokens=config.cluster.block_size_tokens
     )
-    scopes: dict[str, int] = {}
     # Completions: (end time, sequence, dispatch, record fields).
     done: list[tuple[float, int, Dispatch, RequestRecord]] = []
     seq = 0
@@ -78,7 +77,7 @@ def simulate(
             assert due is not None
             now_s = due
             for dispatch in engine.dispatch_due(now_s):
-                record = _submit(cluster, keys, scopes, dispatch, now_s, config.isolate_trees)
+                record = _submit(cluster, keys, dispatch, now_s, config.isolate_trees)
                 seq += 1
                 heapq.heappush(done, (record.end_s, seq, dispatch, record))
         else:
@@ -101,7 +100,6 @@ def simulate(
 def _submit(
     cluster: Cluster,
     keys: BlockKeys,
-    scopes: dict[str, int],
     dispatch: Dispatch,
     now_s: float,
     isolate: bool,
@@ -122,12 +120,11 @@ def _submit(
         )
     scope = 0
     if isolate:
-        scope = scopes.get(credit.root_id, 0)
-        if not scope:
-            # A stable digest, not hash(): str hashing is salted per process and the
-            # simulation must give the same figures on every run with the same seed.
-            digest = hashlib.blake2b(credit.root_id.encode(), digest_size=8).digest()
-            scope = scopes[credit.root_id] = int.from_bytes(digest, "little") or 1
+        # A stable digest, not hash(): str hashing is salted per process and the simulation
+        # must give the same figures on every run with the same seed. Not cached: a dict of
+        # every tree instance would grow with the run.
+        digest = hashlib.blake2b(credit.root_id.encode(), digest_size=8).digest()
+        scope = int.from_bytes(digest, "little") or 1
     headers = dict(dispatch.affinity.headers) if dispatch.affinity.headers else _NO_HEADERS
     request = ClusterRequest(
         request_id=str(credit.id),
@@ -169,6 +166,7 @@ def _submit(
 def _snapshot(engine: Engine, metrics: RunMetrics, now_s: float) -> dict[str, Any]:
     return {
         "t_s": now_s,
+        "state": engine.state_sizes(),
         "routing": engine.routing_summary(),
         "client_workers": engine.worker_snapshot(),
         "latency": metrics.summary_percentiles(),

@@ -204,3 +204,24 @@ def test_keys_never_closed_are_counted_as_bound_at_the_end():
     c = credit("root", 0, of=3)
     ledger.record(c, e.decide(c, client_worker=0))
     assert ledger.keys_bound == 1
+
+
+def test_a_session_that_ends_early_does_not_make_the_trees_close_early():
+    e = emitter(scope="lineage")
+    ledger = AffinityLedger()
+    child = spawn("child", 0, of=3, parent="root", root="root")
+    ledger.record(child, e.decide(child, client_worker=0))
+    ledger.session_ended("child")  # errored out after its first turn
+    last = credit("root", 0, of=1, tree_final=True)
+    ledger.record(last, e.decide(last, client_worker=0))
+    assert ledger.closes == 1 and ledger.early_closes == 0
+
+
+def test_a_drained_tree_without_a_close_is_counted_once_and_forgotten():
+    e = emitter(scope="lineage")
+    ledger = AffinityLedger()
+    c = credit("root", 0, of=2)
+    ledger.record(c, e.decide(c, client_worker=0))
+    ledger.forget("root")
+    ledger.forget("root")
+    assert ledger.keys_bound == 1
