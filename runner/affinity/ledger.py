@@ -79,6 +79,11 @@ class AffinityLedger:
             self._abandoned += 1
 
     @property
+    def tracked_keys(self) -> int:
+        """Keys the books hold state for (bounded by live trees when nothing leaks)."""
+        return len(self._live) + len(self._bound)
+
+    @property
     def keys_bound(self) -> int:
         """Keys bound and never closed (left to the server's TTL reaper)."""
         return len(self._bound) + self._abandoned

@@ -179,7 +179,7 @@ class Engine:
             "cached_sessions": self.caches.tracked_sessions,
             "session_copies": self.caches.copies,
             "live_trees": self.scheduler.cut_trees(),
-            "affinity_keys": self.ledger.keys_bound,
+            "affinity_keys": self.ledger.tracked_keys,
             "pending_forks": len(self._fork_parents),
             "served_sessions": len(self._served),
         }
