@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from runner.cluster import ClusterConfig
+from runner.cli.options import add_cluster_options, cluster_config
 from runner.errors import SpecError
 from runner.mockserver import FaultConfig, MockServerConfig, serve
 
 __all__ = ["add_parser", "config_from_args", "run"]
-
-_ROUTERS = ("round-robin", "random", "least-loaded", "kv", "kv-approx")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,70 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="output tokens when a request gives no max_tokens (default 16)",
     )
 
-    cluster = parser.add_argument_group("simulated cluster")
-    cluster.add_argument(
-        "--workers", type=int, default=8, metavar="N", help="inference workers (default 8)"
-    )
-    cluster.add_argument(
-        "--dp-ranks",
-        type=int,
-        default=1,
-        metavar="N",
-        help="data-parallel ranks per worker (default 1)",
-    )
-    cluster.add_argument(
-        "--router",
-        choices=_ROUTERS,
-        default="round-robin",
-        help="frontend router mode (default round-robin, Dynamo's default)",
-    )
-    cluster.add_argument(
-        "--time-scale",
-        type=float,
-        default=1.0,
-        metavar="X",
-        help="multiply every modelled latency by X; 0 answers at once (default 1)",
-    )
-    cluster.add_argument(
-        "--block-size",
-        type=int,
-        default=64,
-        metavar="TOKENS",
-        help="prefix-cache block size (default 64)",
-    )
-    cluster.add_argument(
-        "--cache-blocks",
-        type=int,
-        default=16384,
-        metavar="N",
-        help="prefix-cache capacity per worker rank, in blocks (default 16384)",
-    )
-    cluster.add_argument(
-        "--max-num-seqs",
-        type=int,
-        default=256,
-        metavar="N",
-        help="batch slots per worker rank (default 256)",
-    )
-    cluster.add_argument(
-        "--dynamo-version",
-        choices=("1.2", "1.3"),
-        default="1.3",
-        help="session_control dialect: 1.2 rejects `bind` with HTTP 400 (default 1.3)",
-    )
-    cluster.add_argument(
-        "--session-control-kv-only",
-        action="store_true",
-        help="honour nvext.session_control only with --router kv/kv-approx, as real Dynamo does",
-    )
-    cluster.add_argument(
-        "--header-affinity-ttl",
-        type=float,
-        default=None,
-        metavar="S",
-        help="enable X-Dynamo-Session-ID affinity with this idle TTL in seconds (default off)",
-    )
-    cluster.add_argument(
+    add_cluster_options(parser, prefix="")
+    parser.add_argument(
         "--seed", type=int, default=0, help="seed of the random router and of faults"
     )
 
@@ -161,19 +97,7 @@ def config_from_args(args: argparse.Namespace) -> MockServerConfig:
         model=args.model,
         api_key=args.api_key,
         default_max_tokens=args.default_max_tokens,
-        cluster=ClusterConfig(
-            workers=args.workers,
-            dp_ranks=args.dp_ranks,
-            router=args.router,
-            time_scale=args.time_scale,
-            block_size_tokens=args.block_size,
-            capacity_blocks=args.cache_blocks,
-            max_num_seqs=args.max_num_seqs,
-            dynamo_version=args.dynamo_version,
-            honour_session_control=not args.session_control_kv_only,
-            header_affinity_ttl_s=args.header_affinity_ttl,
-            seed=args.seed,
-        ),
+        cluster=cluster_config(args, seed=args.seed),
         faults=FaultConfig(
             error_rate=args.error_rate,
             rate_limit_rate=args.rate_limit_rate,

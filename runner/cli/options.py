@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from runner.affinity.emitters import AffinityConfig, AffinityKind
+from runner.cluster import ClusterConfig
 from runner.errors import SpecError
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
@@ -17,7 +18,16 @@ from runner.routing.router import Policy
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
 from runner.trace.model import Tree
 
-__all__ = ["add_workload_options", "engine_config", "load_trees", "replay_config"]
+__all__ = [
+    "add_cluster_options",
+    "add_workload_options",
+    "cluster_config",
+    "engine_config",
+    "load_trees",
+    "replay_config",
+]
+
+_ROUTERS = ("round-robin", "random", "least-loaded", "kv", "kv-approx")
 
 
 def add_workload_options(parser: argparse.ArgumentParser) -> None:
@@ -203,3 +213,93 @@ def _window(text: str) -> tuple[float, float]:
         raise SpecError(
             f"--start-window {text!r} is not LO:HI (fractions, e.g. 0:1 or 0.25:0.75)"
         ) from None
+
+
+def add_cluster_options(parser: argparse.ArgumentParser, *, prefix: str) -> None:
+    """The simulated cluster's knobs; `prefix` names the two that clash with the workload's
+    own (`simulate --server-workers/--server-router`, `mock-server --workers/--router`)."""
+    group = parser.add_argument_group("simulated cluster")
+    group.add_argument(
+        f"--{prefix}workers",
+        dest="cluster_workers",
+        type=int,
+        default=8,
+        metavar="N",
+        help="inference workers (default 8)",
+    )
+    group.add_argument(
+        f"--{prefix}router",
+        dest="cluster_router",
+        choices=_ROUTERS,
+        default="round-robin",
+        help="frontend router mode (default round-robin, Dynamo's default)",
+    )
+    group.add_argument(
+        "--dp-ranks",
+        type=int,
+        default=1,
+        metavar="N",
+        help="data-parallel ranks per worker (default 1)",
+    )
+    group.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="multiply every modelled latency by X; 0 answers at once (default 1)",
+    )
+    group.add_argument(
+        "--block-size",
+        type=int,
+        default=64,
+        metavar="TOKENS",
+        help="prefix-cache block size (default 64)",
+    )
+    group.add_argument(
+        "--cache-blocks",
+        type=int,
+        default=16384,
+        metavar="N",
+        help="prefix-cache capacity per worker rank, in blocks (default 16384)",
+    )
+    group.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=256,
+        metavar="N",
+        help="batch slots per worker rank (default 256)",
+    )
+    group.add_argument(
+        "--dynamo-version",
+        choices=("1.2", "1.3"),
+        default="1.3",
+        help="session_control dialect: 1.2 rejects `bind` with HTTP 400 (default 1.3)",
+    )
+    group.add_argument(
+        "--session-control-kv-only",
+        action="store_true",
+        help="honour nvext.session_control only with the kv routers, as real Dynamo does",
+    )
+    group.add_argument(
+        "--header-affinity-ttl",
+        type=float,
+        default=None,
+        metavar="S",
+        help="enable X-Dynamo-Session-ID affinity with this idle TTL in seconds (default off)",
+    )
+
+
+def cluster_config(args: argparse.Namespace, *, seed: int) -> ClusterConfig:
+    return ClusterConfig(
+        workers=args.cluster_workers,
+        dp_ranks=args.dp_ranks,
+        router=args.cluster_router,
+        time_scale=args.time_scale,
+        block_size_tokens=args.block_size,
+        capacity_blocks=args.cache_blocks,
+        max_num_seqs=args.max_num_seqs,
+        dynamo_version=args.dynamo_version,
+        honour_session_control=not args.session_control_kv_only,
+        header_affinity_ttl_s=args.header_affinity_ttl,
+        seed=seed,
+    )
