@@ -212,3 +212,30 @@ def test_ctrl_c_stops_promptly_and_prints_the_partial_summary(mock, tmp_path):
     summary = json.loads(out)
     assert summary["stopped_reason"] == "cancelled" and summary["requests"] > 0
     assert len(records.read_text().splitlines()) == summary["requests"] + summary["warmup_requests"]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv"])
+def test_the_summary_and_records_files_hold_the_run(mock, tmp_path, suffix):
+    summary_path = tmp_path / f"summary{suffix}"
+    records = tmp_path / "records.jsonl"
+    result = cli("replay", "--endpoint", mock, "--model", "mock-model", "--synthetic",
+                 "--synthetic-trees", "4", "--concurrency", "4", "--requests", "60",
+                 "--speedup", "100", "--quiet", "--json", "--summary", str(summary_path),
+                 "--records", str(records))
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(lines) == printed["requests"] == 60
+    assert {"session_id", "client_worker", "inference_worker", "ttft_ms"} <= set(lines[0])
+    text = summary_path.read_text()
+    if suffix == ".json":
+        assert json.loads(text)["requests"] == 60
+    else:
+        rows = dict(line.split(",", 1) for line in text.splitlines()[1:])
+        assert rows["requests"] == "60" and "ttft_ms.p99" in rows
+
+
+def test_a_summary_file_with_an_unknown_suffix_is_refused_before_the_run():
+    result = cli("replay", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--synthetic",
+                 "--requests", "5", "--summary", "out.txt")
+    assert result.returncode == 2 and ".json or .csv" in result.stderr
