@@ -33,6 +33,9 @@ class Credit:
     is_tree_final: bool = False  # provably the last request of its whole tree
     issued_at_s: float = 0.0
     warmup: bool = False
+    # A priming request (replay from t*): the stream's last turn before t*, sent once with a
+    # one-token answer to warm caches, affinity and sticky entries; never measured.
+    priming: bool = False
     lane: int = 0
     template_id: str = ""  # the trace session this instance replays
     turn: Turn | None = None

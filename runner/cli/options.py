@@ -103,6 +103,12 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="requests issued in the first S seconds are not measured",
     )
+    timing.add_argument(
+        "--prime",
+        action="store_true",
+        help="with a start window: first send each live stream's last turn before t* "
+        "(one-token answer, not measured) to warm caches, bindings and sticky entries",
+    )
 
     routing = parser.add_argument_group("client routing")
     routing.add_argument(
@@ -185,6 +191,7 @@ def replay_config(args: argparse.Namespace) -> ReplayConfig:
         joins=args.joins,
         speedup=args.speedup,
         warmup_s=args.warmup,
+        prime=args.prime,
         seed=args.seed,
     )
 

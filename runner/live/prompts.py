@@ -65,7 +65,7 @@ class RequestBuilder:
         request = ChatRequest(
             model=self.model,  # the endpoint's model, not the one the trace recorded
             messages=messages,
-            max_tokens=max(1, turn.output_tokens),
+            max_tokens=1 if credit.priming else max(1, turn.output_tokens),
             ignore_eos=self.ignore_eos,
             want_worker_id=self.want_worker_id,
             extra_body=extra or None,

@@ -36,6 +36,9 @@ class ReplayConfig:
     joins: Joins = "recorded"
     speedup: float = 1.0  # divides every recorded delay
     warmup_s: float = 0.0  # credits issued before this run time are warmup (not measured)
+    # Replaying from t*: first send each live stream's last turn before t* (one-token answer,
+    # not measured) so caches, bindings and sticky entries are warm when measurement starts.
+    prime: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -87,6 +90,7 @@ class _Live:
     next_turn: int = 0
     started: bool = False
     waiting_gate: int | None = None  # a turn index held back by a strict join
+    resume_s: float = 0.0  # when a primed stream's first turn after t* is due
     join_key: tuple[str, int] | None = None  # the gate this child releases when it ends
     done: bool = False
 
@@ -101,7 +105,8 @@ class ReplayScheduler:
         self._trees = tuple(trees)
         self._rng = random.Random(config.seed)
         self._observer: ReplayObserver | None = None
-        self._heap: list[tuple[float, int, _Live, int]] = []
+        # (due, sequence, session, turn index, priming)
+        self._heap: list[tuple[float, int, _Live, int, bool]] = []
         self._seq = 0
         self._credit_id = 0
         self._tree_counter = 0
@@ -139,11 +144,11 @@ class ReplayScheduler:
         heap = self._heap
         credits: list[Credit] = []
         while heap and heap[0][0] <= now_s and not self.stopped:
-            due_s, _, live, turn_index = heapq.heappop(heap)
+            due_s, _, live, turn_index, priming = heapq.heappop(heap)
             if config.duration_s is not None and due_s >= config.duration_s:
                 self._stop()
                 break
-            credits.append(self._issue(live, turn_index, due_s))
+            credits.append(self._issue(live, turn_index, due_s, priming))
             if config.max_requests is not None and self.issued >= config.max_requests:
                 self._stop()
         return credits
@@ -154,6 +159,10 @@ class ReplayScheduler:
         if live is None:
             return
         run = live.run
+        if credit.priming and not session_over:
+            # Its children were accounted when the tree was split at t*: just resume.
+            self._schedule_or_gate(live, live.next_turn, max(now_s, live.resume_s))
+            return
         turn = live.template.turns[credit.turn_index]
         # Children are registered before the spawning turn is accounted, so no request of the
         # tree can be stamped tree-final while they are about to start.
@@ -249,7 +258,11 @@ class ReplayScheduler:
         for live, first in resumes:
             live.next_turn = first
             offset_s = max(0.0, live.template.turns[first].t_s - t_star) / speedup
-            self._schedule_or_gate(live, first, now_s + offset_s)
+            if self.config.prime and first > 0:
+                live.resume_s = now_s + offset_s
+                self._schedule(live, first - 1, now_s, priming=True)
+            else:
+                self._schedule_or_gate(live, first, now_s + offset_s)
 
     def _extent(self, tree: Tree) -> tuple[float, float]:
         """(first request start, last request end) on the tree's recorded clock."""
@@ -267,7 +280,7 @@ class ReplayScheduler:
 
     # --------------------------------------------------------------------------- issuing
 
-    def _issue(self, live: _Live, turn_index: int, due_s: float) -> Credit:
+    def _issue(self, live: _Live, turn_index: int, due_s: float, priming: bool) -> Credit:
         run = live.run
         template = live.template
         turn = template.turns[turn_index]
@@ -305,7 +318,8 @@ class ReplayScheduler:
             is_parent_final=parent_final,
             is_tree_final=tree_final,
             issued_at_s=due_s,
-            warmup=due_s < self.config.warmup_s,
+            warmup=priming or due_s < self.config.warmup_s,
+            priming=priming,
             lane=run.lane,
             template_id=template.id,
             turn=turn,
@@ -314,11 +328,13 @@ class ReplayScheduler:
         self._in_flight[credit.id] = live
         return credit
 
-    def _schedule(self, live: _Live, turn_index: int, due_s: float) -> None:
+    def _schedule(
+        self, live: _Live, turn_index: int, due_s: float, *, priming: bool = False
+    ) -> None:
         if self.stopped:
             return
         self._seq += 1
-        heapq.heappush(self._heap, (due_s, self._seq, live, turn_index))
+        heapq.heappush(self._heap, (due_s, self._seq, live, turn_index, priming))
 
     def _schedule_or_gate(self, live: _Live, turn_index: int, due_s: float) -> None:
         if self.config.joins == "strict" and live.run.gates.get((live.sid, turn_index)):

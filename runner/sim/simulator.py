@@ -126,12 +126,13 @@ def _submit(
         digest = hashlib.blake2b(credit.root_id.encode(), digest_size=8).digest()
         scope = int.from_bytes(digest, "little") or 1
     headers = dict(dispatch.affinity.headers) if dispatch.affinity.headers else _NO_HEADERS
+    output_tokens = 1 if credit.priming else max(1, turn.output_tokens)
     request = ClusterRequest(
         request_id=str(credit.id),
         block_keys=keys.keys(tree, credit.template_id, credit.turn_index),
         scope=scope,
         prompt_tokens=turn.input_tokens,
-        output_tokens=max(1, turn.output_tokens),
+        output_tokens=output_tokens,
         session_control=dispatch.affinity.session_control,
         session_header=headers.get("X-Dynamo-Session-ID"),
         parent_session_header=headers.get("X-Dynamo-Parent-Session-ID"),
@@ -156,7 +157,7 @@ def _submit(
         first_token_s=now_s + placement.ttft_s,
         end_s=placement.end_s,
         prompt_tokens=turn.input_tokens,
-        output_tokens=max(1, turn.output_tokens),
+        output_tokens=output_tokens,
         cached_tokens=placement.cached_tokens,
         itl_ms=placement.itl_s * 1000.0,
         status=200,

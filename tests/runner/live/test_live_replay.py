@@ -218,10 +218,28 @@ def test_ctrl_c_stops_promptly_and_prints_the_partial_summary(mock, tmp_path):
 def test_the_summary_and_records_files_hold_the_run(mock, tmp_path, suffix):
     summary_path = tmp_path / f"summary{suffix}"
     records = tmp_path / "records.jsonl"
-    result = cli("replay", "--endpoint", mock, "--model", "mock-model", "--synthetic",
-                 "--synthetic-trees", "4", "--concurrency", "4", "--requests", "60",
-                 "--speedup", "100", "--quiet", "--json", "--summary", str(summary_path),
-                 "--records", str(records))
+    result = cli(
+        "replay",
+        "--endpoint",
+        mock,
+        "--model",
+        "mock-model",
+        "--synthetic",
+        "--synthetic-trees",
+        "4",
+        "--concurrency",
+        "4",
+        "--requests",
+        "60",
+        "--speedup",
+        "100",
+        "--quiet",
+        "--json",
+        "--summary",
+        str(summary_path),
+        "--records",
+        str(records),
+    )
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
     lines = [json.loads(line) for line in records.read_text().splitlines()]
@@ -236,6 +254,16 @@ def test_the_summary_and_records_files_hold_the_run(mock, tmp_path, suffix):
 
 
 def test_a_summary_file_with_an_unknown_suffix_is_refused_before_the_run():
-    result = cli("replay", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--synthetic",
-                 "--requests", "5", "--summary", "out.txt")
+    result = cli(
+        "replay",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--synthetic",
+        "--requests",
+        "5",
+        "--summary",
+        "out.txt",
+    )
     assert result.returncode == 2 and ".json or .csv" in result.stderr

@@ -147,3 +147,28 @@ def test_a_run_cut_mid_tree_sends_no_close_and_leaves_the_key_to_the_ttl():
     assert engine.scheduler.trees_completed == 0
     assert not any(d.credit.is_tree_final for d, _ in results)
     assert engine.ledger.closes == 0 and engine.ledger.keys_bound == 1
+
+
+def test_priming_lets_a_fork_child_live_at_t_star_inherit_its_parents_history():
+    # Root turns at 0, 11 and 22 s; its FORK child runs from 1.5 s. t* = 1.15 s: the child's
+    # first turn comes long before the root's next one, so only a primed root has sent its
+    # history by then.
+    root_turns = turns(3, delay_s=10.0)
+    root_turns[0] = with_branches(root_turns[0], Branch(BranchMode.FORK, ("f",)))
+    agent = tree(
+        Session("root", tuple(root_turns)),
+        Session("f", tuple(turns(4, start_s=1.5)), parent_id="root", mode=BranchMode.FORK, depth=1),
+    )
+
+    def replay(prime: bool) -> Engine:
+        engine = Engine(
+            [agent],
+            ReplayConfig(concurrency=1, max_trees=1, start_window=(0.05, 0.05), prime=prime),
+            EngineConfig(client_workers=4),
+        )
+        drive(engine)
+        return engine
+
+    assert replay(prime=False).caches.context_rebuilds == 1
+    primed = replay(prime=True)
+    assert primed.caches.context_rebuilds == 0 and primed.caches.worker_switches == 0

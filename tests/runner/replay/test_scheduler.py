@@ -232,3 +232,40 @@ def test_streams_resume_at_their_first_turn_after_t_star():
     solo = tree(Session("root", tuple(turns(10))))  # turns start at 0, 2, 4, ... 18 s
     credits, _, _ = run([solo], ReplayConfig(concurrency=1, max_trees=1, start_window=(0.5, 0.5)))
     assert credits[0].turn_index == 5
+
+
+# ------------------------------------------------------------------------------- priming
+
+
+def test_priming_sends_each_live_streams_last_turn_before_t_star_unmeasured():
+    solo = tree(Session("root", tuple(turns(10))))  # turns start at 0, 2, 4, ... 18 s
+    credits, _, _ = run(
+        [solo], ReplayConfig(concurrency=1, max_trees=1, start_window=(0.5, 0.5), prime=True)
+    )
+    primer, first = credits[0], credits[1]
+    assert primer.priming and primer.warmup and primer.turn_index == 4
+    assert not first.priming and not first.warmup and first.turn_index == 5
+    assert not any(c.priming for c in credits[1:])
+
+
+def test_a_primed_stream_resumes_no_earlier_than_its_recorded_offset():
+    solo = tree(Session("root", tuple(turns(10, delay_s=5.0))))  # turns 6 s apart
+    t = run(
+        [solo],
+        ReplayConfig(concurrency=1, max_trees=1, start_window=(0.5, 0.5), prime=True),
+        latency_s=0.5,
+    )[0]
+    unprimed = run(
+        [solo], ReplayConfig(concurrency=1, max_trees=1, start_window=(0.5, 0.5)), latency_s=0.5
+    )[0]
+    assert t[1].issued_at_s == unprimed[0].issued_at_s > 0.5  # offset from t*, primer done by then
+
+
+def test_a_stream_that_has_not_begun_at_t_star_is_not_primed():
+    # Children start at 6 s; t* is about 2.6 s, after the root's second turn began.
+    t = root_with_children(root_turns=3, child_turns=10, child_delay_s=5.0)
+    credits, _, _ = run(
+        [t], ReplayConfig(concurrency=1, max_trees=1, start_window=(0.1, 0.1), prime=True)
+    )
+    primed = {c.template_id for c in credits if c.priming}
+    assert primed == {"root"}  # the children start after t*: nothing to prime
