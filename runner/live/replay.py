@@ -5,9 +5,9 @@ each response into a RequestRecord, the failure threshold, prompt cancellation, 
 sink (about once a second) and the records file. Routing, caching and affinity are the
 Engine's, exactly as in simulation.
 
-Client workers are identified by the Engine's `Dispatch.worker`; this driver sends for all of
-them from one process. Hosting them elsewhere means replacing `_send` with a hop to the worker
-that owns the session: the Dispatch (credit, worker, affinity) is all that crosses.
+Client workers are identified by the Engine's `Dispatch.worker`; a `RequestSender` sends for
+them (`LocalSender`: all in this process). Hosting them elsewhere is another sender: the
+Dispatch (credit, worker, affinity) is all that crosses.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
-from runner.client import InferenceClient, ResponseResult, Timeouts
+from runner.client import ResponseResult, Timeouts
 from runner.errors import RunnerError
-from runner.live.prompts import RequestBuilder
+from runner.live.sender import LocalSender, RequestSender
 from runner.metrics import RequestRecord, RunMetrics
 from runner.metrics.records import ErrorCategory
 from runner.replay.engine import Dispatch, Engine, EngineConfig
@@ -67,10 +67,12 @@ async def replay_live(
     *,
     sink: Sink | None = None,
     stop: asyncio.Event | None = None,
+    sender: RequestSender | None = None,
 ) -> LiveResult:
     """Replay `traces` against the endpoint; `stop` set from outside cancels promptly and
-    keeps every record that arrived (in-flight requests end as `cancelled`)."""
-    run = _LiveRun(traces, config, sink)
+    keeps every record that arrived (in-flight requests end as `cancelled`). `sender`
+    replaces the in-process HTTP sender (client workers hosted elsewhere)."""
+    run = _LiveRun(traces, config, sink, sender)
     try:
         return await run.run(stop or asyncio.Event())
     finally:
@@ -78,26 +80,30 @@ async def replay_live(
 
 
 class _LiveRun:
-    def __init__(self, traces: Sequence[Trace], config: LiveConfig, sink: Sink | None) -> None:
+    def __init__(
+        self,
+        traces: Sequence[Trace],
+        config: LiveConfig,
+        sink: Sink | None,
+        sender: RequestSender | None,
+    ) -> None:
         trees = [tree for trace in traces for tree in trace.trees]
         self.config = config
         self.sink = sink
         self.engine = Engine(trees, config.replay, config.engine)
         self.metrics = RunMetrics()
-        self.builder = RequestBuilder(
+        self.sender: RequestSender = sender or LocalSender(
             traces,
+            endpoint=config.endpoint,
             model=config.model,
-            isolate_trees=config.isolate_trees,
-            want_worker_id=config.want_worker_id,
-            ignore_eos=config.ignore_eos,
-        )
-        # Connections sized to what can be in flight: lanes times their parallel subagents.
-        self.client = InferenceClient(
-            config.endpoint,
-            concurrency=max(8, config.replay.concurrency * 4),
             api_key=config.api_key,
             headers=dict(config.headers),
             timeouts=config.timeouts,
+            # Connections sized to what can be in flight: lanes times parallel subagents.
+            connections=max(8, config.replay.concurrency * 4),
+            isolate_trees=config.isolate_trees,
+            want_worker_id=config.want_worker_id,
+            ignore_eos=config.ignore_eos,
         )
         self.t0 = time.perf_counter()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -119,6 +125,8 @@ class _LiveRun:
                 raise RunnerError(f"cannot write records to {config.records_path}: {exc}") from None
         engine = self.engine
         scheduler = engine.scheduler
+        loop = asyncio.get_running_loop()
+        relay = asyncio.create_task(self._relay_stop(stop))
         self.t0 = time.perf_counter()
         engine.start(0.0)
         next_snapshot = config.snapshot_interval_s
@@ -145,16 +153,13 @@ class _LiveRun:
                 wait_s = min(wait_s, max(0.0, due - self.now()))
             self.wake.clear()
             if wait_s > 0:
-                waiters = [asyncio.ensure_future(self.wake.wait())]
-                if not stop.is_set():
-                    waiters.append(asyncio.ensure_future(stop.wait()))
-                _, pending = await asyncio.wait(
-                    waiters, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED
-                )
-                for waiter in pending:
-                    waiter.cancel()
+                # Woken by a response, by `stop`, or by this timer: no task per wait.
+                timer = loop.call_later(wait_s, self.wake.set)
+                await self.wake.wait()
+                timer.cancel()
             else:
                 await asyncio.sleep(0)  # let responses in before issuing more
+        relay.cancel()
         elapsed_s = self.now()
         summary = run_summary(engine, self.metrics, elapsed_s=elapsed_s)
         summary["stopped_reason"] = self.stopped_reason
@@ -163,14 +168,17 @@ class _LiveRun:
             self.sink(self.snapshot())
         return LiveResult(summary, self.metrics, engine, self.stopped_reason)
 
+    async def _relay_stop(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self.wake.set()
+
     async def _send(self, dispatch: Dispatch) -> None:
         if dispatch.error is not None:
             self._finish(dispatch, None, dispatch.error)
             return
-        request, headers = self.builder.build(dispatch)
         done: list[ResponseResult] = []
         try:
-            await self.client.send(request, headers=headers, on_result=done.append)
+            await self.sender.send(dispatch, done.append)
         except asyncio.CancelledError:
             pass  # the record of the cancelled request is in `done`; the run keeps it
         finally:
@@ -270,7 +278,7 @@ class _LiveRun:
             task.cancel()
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
-        await self.client.aclose()
+        await self.sender.aclose()
         if self.records_file is not None:
             self.records_file.close()
 

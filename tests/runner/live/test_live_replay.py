@@ -267,3 +267,25 @@ def test_a_summary_file_with_an_unknown_suffix_is_refused_before_the_run():
         "out.txt",
     )
     assert result.returncode == 2 and ".json or .csv" in result.stderr
+
+
+def test_the_snapshot_sink_streams_what_the_live_dashboard_shows(mock):
+    snapshots: list[dict] = []
+    config = LiveConfig(
+        endpoint=mock,
+        model="mock-model",
+        snapshot_interval_s=0.2,
+        replay=ReplayConfig(concurrency=8, duration_s=2.0, speedup=50.0),
+    )
+    summary = asyncio.run(replay_live([small_synthetic()], config, sink=snapshots.append)).summary
+    assert len(snapshots) >= 5  # about one per interval, plus the final one
+    last = snapshots[-1]
+    workers = last["client_workers"]
+    for key in ("in_flight", "sticky_sessions", "session_copies", "session_bytes", "orphans"):
+        assert len(workers[key]) == 8
+    assert {"early_closes", "affinity_binds", "worker_switches"} <= set(last["routing"])
+    assert {"ttft_ms", "itl_ms", "latency_ms"} <= set(last["latency"])
+    assert last["requests"] == summary["requests"] > 0
+    assert sum(last["inference_workers"]["requests"]) == summary["requests"]
+    assert [s["t_s"] for s in snapshots] == sorted(s["t_s"] for s in snapshots)
+    assert 0 < snapshots[0]["progress"] <= last["progress"] == 1.0

@@ -1,0 +1,65 @@
+"""Where a dispatch becomes an HTTP request: the seam between the engine and client workers.
+
+The engine decides, for every credit, which client worker sends it (`Dispatch.worker`) and
+what it carries; a `RequestSender` sends it and reports the outcome. `LocalSender` hosts every
+client worker in this process over one pooled HTTP client. A sender for workers in other
+processes or on other machines (one run spread over several Celery workers) implements the
+same two methods: it hands the dispatch to the host of `dispatch.worker` and relays the
+ResponseResult back; the engine, its routing and its books stay in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from runner.client import InferenceClient, ResponseResult, Timeouts
+from runner.live.prompts import RequestBuilder
+from runner.replay.engine import Dispatch
+from runner.trace import Trace
+
+__all__ = ["LocalSender", "RequestSender"]
+
+
+class RequestSender(Protocol):
+    async def send(self, dispatch: Dispatch, on_result: Callable[[ResponseResult], None]) -> None:
+        """Send `dispatch`'s request; call `on_result` exactly once with its outcome, also
+        when the calling task is cancelled (the record then says `cancelled`)."""
+
+    async def aclose(self) -> None: ...
+
+
+class LocalSender:
+    """Every client worker in this process, over one connection pool."""
+
+    def __init__(
+        self,
+        traces: Sequence[Trace],
+        *,
+        endpoint: str,
+        model: str,
+        api_key: str | None,
+        headers: dict[str, str],
+        timeouts: Timeouts,
+        connections: int,
+        isolate_trees: bool,
+        want_worker_id: bool,
+        ignore_eos: bool,
+    ) -> None:
+        self.builder = RequestBuilder(
+            traces,
+            model=model,
+            isolate_trees=isolate_trees,
+            want_worker_id=want_worker_id,
+            ignore_eos=ignore_eos,
+        )
+        self.client = InferenceClient(
+            endpoint, concurrency=connections, api_key=api_key, headers=headers, timeouts=timeouts
+        )
+
+    async def send(self, dispatch: Dispatch, on_result: Callable[[ResponseResult], None]) -> None:
+        request, headers = self.builder.build(dispatch)
+        await self.client.send(request, headers=headers, on_result=on_result)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
