@@ -24,6 +24,7 @@ _COLUMNS = (
     ("sessions_multi_worker", "sessions on >1 worker"),
     ("worker_switches", "worker switches"),
     ("orphaned_session_copies", "orphaned copies"),
+    ("child_first_turn_hit_ratio", "child 1st-turn hit ratio"),
     ("prefix_cache_hit_ratio", "prefix-cache hit ratio"),
     ("affinity_closes", "affinity closes"),
     ("early_closes", "early closes"),
@@ -47,9 +48,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--server-workers",
         type=int,
-        default=16,
+        default=32,
         metavar="N",
-        help="simulated inference workers (default 16)",
+        help="simulated inference workers (default 32)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         duration_s=args.duration,
         start_window=(0.0, 1.0),
+        prime=True,
         seed=args.seed,
     )
     cluster = ClusterConfig(workers=args.server_workers, router="round-robin", seed=args.seed)
@@ -95,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{label:26}{cells}")
     print(
         "\nlegacy bounces subagents between client workers and leaks copies; spawn-pin does not."
-        "\nlineage keeps each agent tree on one inference worker: more prefix reuse, and it"
-        "\ncloses only on a provably tree-final request (no early closes)."
+        "\nlineage binds a whole agent tree to one inference worker: a child's first request"
+        "\nfinds the prefix its tree already computed instead of prefilling it again, at the"
+        "\ncost of placement freedom (whole trees per worker); it closes only on a provably"
+        "\ntree-final request, so never early."
     )
     return 0
 

@@ -124,6 +124,7 @@ class RunSnapshot(TypedDict):
     by_branch_mode: dict[str, RequestStatsDict]
     client_workers: ClientWorkersDict
     inference_workers: InferenceWorkersDict
+    child_first_turn_tokens: list[int]  # [prompt tokens, cached tokens]
 
 
 def _ratio(numerator: int, denominator: int) -> float | None:
@@ -367,6 +368,10 @@ class RunMetrics:
         self._client_completed: list[int] = []
         self._client_errors: list[int] = []
         self._inference: dict[int, _InferenceWorkerTally] = {}
+        # A child session's first request: where lineage affinity shows (does it find the
+        # prefix its tree already computed, or land elsewhere and prefill it again?).
+        self.child_first_prompt_tokens = 0
+        self.child_first_cached_tokens = 0
 
     # -- feeding ---------------------------------------------------------------------------
 
@@ -404,6 +409,10 @@ class RunMetrics:
         else:
             self._client_errors[worker] += 1
 
+        if ok and record.turn_index == 0 and record.depth > 0 and record.cached_tokens is not None:
+            self.child_first_prompt_tokens += record.prompt_tokens
+            self.child_first_cached_tokens += record.cached_tokens
+
         if record.inference_worker is not None:
             tally = self._inference.get(record.inference_worker)
             if tally is None:
@@ -423,6 +432,8 @@ class RunMetrics:
             raise ValueError(f"cannot merge metrics with SLOs {other._slo_ms} into {self._slo_ms}")
         self.warmup_requests += other.warmup_requests
         self._overall_stale = True
+        self.child_first_prompt_tokens += other.child_first_prompt_tokens
+        self.child_first_cached_tokens += other.child_first_cached_tokens
         for mine, theirs in zip(self._by_depth, other._by_depth, strict=True):
             mine.merge(theirs)
         for mode, stats in self._by_mode.items():
@@ -472,6 +483,11 @@ class RunMetrics:
     @property
     def prefix_cache_hit_ratio(self) -> float | None:
         return self.overall.prefix_cache_hit_ratio
+
+    @property
+    def child_first_turn_hit_ratio(self) -> float | None:
+        """Σ cached / Σ prompt tokens over the first requests of FORK and SPAWN children."""
+        return _ratio(self.child_first_cached_tokens, self.child_first_prompt_tokens)
 
     def throughput(self, elapsed_s: float) -> Throughput:
         return self.overall.throughput(elapsed_s)
@@ -543,6 +559,10 @@ class RunMetrics:
             },
             "client_workers": self.client_workers(),
             "inference_workers": self.inference_workers(),
+            "child_first_turn_tokens": [
+                self.child_first_prompt_tokens,
+                self.child_first_cached_tokens,
+            ],
         }
 
     @classmethod
@@ -553,6 +573,8 @@ class RunMetrics:
             )
         metrics = cls(slo_ms=data["slo_ms"])
         metrics.warmup_requests = data["warmup_requests"]
+        prompt, cached = data.get("child_first_turn_tokens", [0, 0])
+        metrics.child_first_prompt_tokens, metrics.child_first_cached_tokens = prompt, cached
         depth_labels = set(data["by_depth"]) - set(DEPTH_LABELS)
         mode_labels = set(data["by_branch_mode"]) - set(BRANCH_MODE_NAMES)
         if depth_labels or mode_labels:

@@ -20,6 +20,7 @@ def run_summary(engine: Engine, metrics: RunMetrics, *, elapsed_s: float) -> dic
         **engine.routing_summary(),
         "trees_cut": engine.scheduler.cut_trees(),
         "prefix_cache_hit_ratio": metrics.prefix_cache_hit_ratio,
+        "child_first_turn_hit_ratio": metrics.child_first_turn_hit_ratio,
         "errors": overall.errors,
         "errors_by_category": dict(overall.errors_by_category),
         "elapsed_s": elapsed_s,

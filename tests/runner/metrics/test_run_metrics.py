@@ -305,3 +305,22 @@ def test_from_snapshot_rejects_another_version_or_unknown_groups() -> None:
         RunMetrics.from_snapshot({**snapshot, "version": 99})
     with pytest.raises(ValueError, match="groups"):
         RunMetrics.from_snapshot({**snapshot, "by_depth": {"7": snapshot["by_depth"]["0"]}})
+
+
+def test_child_first_turn_hit_ratio_counts_only_the_first_requests_of_children():
+    metrics = RunMetrics()
+    metrics.record(request(depth=0, branch_mode="root", prompt_tokens=1000, cached_tokens=900))
+    metrics.record(
+        request(depth=1, branch_mode="spawn", turn_index=0, prompt_tokens=1000, cached_tokens=600)
+    )
+    metrics.record(
+        request(depth=1, branch_mode="spawn", turn_index=3, prompt_tokens=1000, cached_tokens=1000)
+    )
+    metrics.record(
+        request(depth=2, branch_mode="fork", turn_index=0, prompt_tokens=1000, cached_tokens=0)
+    )
+    assert metrics.child_first_turn_hit_ratio == 0.3
+    restored = RunMetrics.from_snapshot(metrics.snapshot())
+    assert restored.child_first_turn_hit_ratio == 0.3
+    restored.merge(metrics)
+    assert restored.child_first_prompt_tokens == 4000
