@@ -159,12 +159,22 @@ class StickyRouter:
     def _first_turn(self, credit: Credit) -> int:
         """A root or SPAWN child with no entry yet (or whose worker was lost): a SPAWN child
         starts on its parent's worker when that entry is live, for locality."""
+        # One in ten credits of an agentic stream comes here: the common steps are inlined.
+        entries = self._entries
         parent = credit.parent_id
-        parent_entry = self._entries.get(parent) if parent is not None else None
-        worker = parent_entry.worker if parent_entry is not None else self._least_loaded()
-        final = credit.turn_index == credit.num_turns - 1
-        if not final or credit.has_forks:
-            self._create_entry(credit.session_id, worker, owner_final=final)
+        parent_entry = entries.get(parent) if parent is not None else None
+        if parent_entry is not None:
+            worker = parent_entry.worker
+        elif self._at_min == 1:
+            worker = self._in_flight.index(self._min_load)
+        else:
+            worker = self._least_loaded()
+        if credit.turn_index != credit.num_turns - 1:
+            key = credit.session_id
+            entries[key] = _Entry(worker, key, 1, False)
+            self._active[worker] += 1
+        elif credit.has_forks:
+            self._create_entry(credit.session_id, worker, owner_final=True)
         return worker
 
     def _fork_miss(self, credit: Credit) -> int:
@@ -316,8 +326,13 @@ class StickyRouter:
         vsent = self._vsent
         last = self._last
         # Comprehensions, not a generator: ties are where a miss spends its time.
-        tied = [w for w, load in enumerate(in_flight) if load == low]
-        return min([(active[w], vsent[w], last[w], w) for w in tied])[3]
+        return min(
+            [
+                (active[w], vsent[w], last[w], w)
+                for w in range(len(in_flight))
+                if in_flight[w] == low
+            ]
+        )[3]
 
     # ------------------------------------------------------------------- workers come, go
 
