@@ -203,7 +203,10 @@ def test_ctrl_c_stops_promptly_and_prints_the_partial_summary(mock, tmp_path):
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    time.sleep(3.0)
+    deadline = time.monotonic() + 30.0  # a slow machine may take a while to start
+    while time.monotonic() < deadline and not (records.exists() and records.read_text()):
+        time.sleep(0.1)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     started = time.monotonic()
     out, err = proc.communicate(timeout=30)
