@@ -18,6 +18,7 @@ from runner.cli.output import print_json, print_table
 from runner.client import Timeouts, preflight
 from runner.errors import SpecError
 from runner.live import LiveConfig, replay_live
+from runner.live.probe import probe_affinity
 
 API_KEY_ENV = "AIPERF_API_KEY"
 
@@ -132,6 +133,13 @@ async def _replay(traces: Any, config: LiveConfig, progress: _Progress | None) -
         api_key=config.api_key,
         headers=dict(config.headers),
         want_worker_id=config.want_worker_id,
+    )
+    await probe_affinity(
+        config.endpoint,
+        model=config.model,
+        affinity=config.engine.affinity,
+        api_key=config.api_key,
+        headers=dict(config.headers),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -292,3 +292,43 @@ def test_the_snapshot_sink_streams_what_the_live_dashboard_shows(mock):
     assert sum(last["inference_workers"]["requests"]) == summary["requests"]
     assert [s["t_s"] for s in snapshots] == sorted(s["t_s"] for s in snapshots)
     assert 0 < snapshots[0]["progress"] <= last["progress"] == 1.0
+
+
+def test_binding_against_dynamo_12_fails_fast_and_names_the_option_to_use():
+    config = MockServerConfig(
+        cluster=ClusterConfig(workers=2, time_scale=0.0, dynamo_version="1.2")
+    )
+    with start_mock_server(config, process=True) as server:
+        refused = cli(
+            "replay",
+            "--endpoint",
+            server.url,
+            "--model",
+            "mock-model",
+            "--synthetic",
+            "--requests",
+            "20",
+            "--affinity",
+            "dynamo-nvext",
+            "--quiet",
+            "--json",
+        )
+        opened = cli(
+            "replay",
+            "--endpoint",
+            server.url,
+            "--model",
+            "mock-model",
+            "--synthetic",
+            "--requests",
+            "20",
+            "--affinity",
+            "dynamo-nvext",
+            "--affinity-actions",
+            "open",
+            "--quiet",
+            "--json",
+        )
+    assert refused.returncode == 2 and "--affinity-actions open" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert opened.returncode == 0 and json.loads(opened.stdout)["errors"] == 0
