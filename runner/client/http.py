@@ -340,23 +340,25 @@ class InferenceClient:
     async def _read_stream(
         self, response: httpx.Response, acc: ResponseAccumulator, exchange: _Exchange
     ) -> None:
-        # One clock read per socket read: events that arrived together share their time.
+        # One clock read per socket read: events that arrived together share their time, and
+        # the accumulator takes them in one call (its fast path wants the raw event bytes).
         clock = self._clock
         parser = SSEParser()
-        feed = parser.feed
-        on_event = acc.on_event
+        feed = parser.feed_raw
+        on_events = acc.on_events
         async for raw in response.aiter_raw():
             t = clock()
             if not exchange.received:
                 exchange.snippet = raw[:120]
             exchange.received += len(raw)
-            for event in feed(raw):
-                on_event(event, t)
+            events = feed(raw)
+            if events:
+                on_events(events, t)
             if acc.error is not None:
                 return  # closing the response drops the connection; errors are rare
         # Keep reading past [DONE] until the body ends, so the connection can be reused.
         for event in parser.flush():
-            on_event(event, clock())
+            acc.on_event(event, clock())
 
     async def _read_body(
         self, response: httpx.Response, acc: ResponseAccumulator, exchange: _Exchange

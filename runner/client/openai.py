@@ -9,6 +9,7 @@ times are handed in by `http.py`, which owns the exchange.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -135,6 +136,18 @@ def _decode(text: str) -> Any:
     return value
 
 
+# A JSON string body that needs no decoding has no quote, backslash or control character: its
+# bytes are its value. (Searching for a bad byte is twice as fast as matching good ones.)
+_UNPLAIN_BYTE = re.compile(rb'[\x00-\x1f"\\]').search
+_UNPLAIN_CHAR = re.compile(r'[\x00-\x1f"\\]').search
+# Stands in for the content while a template is checked. It has an escape, so it can only
+# parse as the inside of a string: see `ResponseAccumulator._learn`.
+_PROBE_LITERAL = '"\\u0001"'
+_PROBE_VALUE = "\x01"
+# Template-learning attempts per stream: bounds the cost for a stream whose chunks never repeat.
+_LEARN_ATTEMPTS = 4
+
+
 def _short(text: str, limit: int = 120) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -181,10 +194,21 @@ class ResponseAccumulator:
     `error` is set (and further input ignored) on an unparseable event, a non-OpenAI answer
     or an error payload. A token chunk is one carrying content, reasoning or tool-call
     deltas: a tool-call-only answer still streams tokens, so it must still get a TTFT.
+
+    Streams are best fed a read at a time (`on_events`): most chunks of a stream differ only
+    in their content string, so after decoding one such chunk the accumulator keeps its bytes
+    before and after the content as a template, and a later chunk that is the same bytes
+    around a new escape-free content counts without any JSON decoding. Anything else (an
+    escape, another key or value, a finish reason, usage, an error) takes the full decoder.
     """
 
     __slots__ = (
+        "_capture",
+        "_learn_attempts",
+        "_prefix",
         "_streamed",
+        "_suffix",
+        "_template_worker",
         "_text",
         "cached_tokens",
         "chunk_times",
@@ -211,6 +235,12 @@ class ResponseAccumulator:
         self.error: str | None = None
         self._streamed = False
         self._text: list[str] | None = [] if capture_text else None
+        # The chunk template (see the class docstring): None until one is learned.
+        self._prefix: bytes | None = None  # the chunk's bytes up to its content's opening quote
+        self._suffix = b""  # from the content's closing quote to the end
+        self._capture: list[str] | None = None  # `_text` when the template's content is kept
+        self._template_worker: str | None = None  # the worker id the template's chunk names
+        self._learn_attempts = _LEARN_ATTEMPTS
 
     @property
     def finished(self) -> bool:
@@ -228,28 +258,77 @@ class ResponseAccumulator:
     def text(self) -> str | None:
         return None if self._text is None else "".join(self._text)
 
+    def on_events(self, events: Sequence[bytes | SSEEvent], t: float) -> None:
+        """The events of one read, received at `t`, as `SSEParser.feed_raw` returns them.
+
+        The same as `on_event` for each in turn; a bytes item is the data of a one-line
+        `message` event. The hot path: most chunks of most streams end in `continue` below.
+        """
+        times = self.chunk_times
+        prefix = self._prefix
+        suffix = self._suffix
+        start = 0 if prefix is None else len(prefix)
+        shortest = start + len(suffix)  # a template match also needs a non-empty content
+        capture = self._capture
+        for item in events:
+            if self.error is not None or self.done:
+                return
+            if isinstance(item, bytes):
+                if (
+                    prefix is not None
+                    and len(item) > shortest
+                    and item.startswith(prefix)
+                    and item.endswith(suffix)
+                ):
+                    content = item[start : len(item) - len(suffix)]
+                    if _UNPLAIN_BYTE(content) is None:
+                        # `on_event` would do exactly this for the chunk: see `_learn`.
+                        times.append(t)
+                        if capture is not None:
+                            capture.append(content.decode("utf-8", "replace"))
+                        if self._template_worker is not None:
+                            self.worker_id = self._template_worker
+                        continue
+                data = item.decode("utf-8", "replace")
+                obj = self._on_message(data, t)
+                if obj is not None and self._learn_attempts > 0:  # a chunk, and no error
+                    self._learn(data, obj)
+                    prefix = self._prefix
+                    suffix = self._suffix
+                    start = 0 if prefix is None else len(prefix)
+                    shortest = start + len(suffix)
+                    capture = self._capture
+            else:
+                self.on_event(item, t)
+
     def on_event(self, event: SSEEvent, t: float) -> None:
-        # The hot path: called for every chunk of every stream, so it is one flat function.
         if self.error is not None or self.done:
             return
-        self._streamed = True
         data, name, _ = event
-        if name != "message":
-            if name == "error":
-                try:
-                    message = error_message(_decode(data))
-                except ValueError:
-                    message = None
-                self.error = f"error event in stream: {message or _short(data)}"
-            return  # other named events (Dynamo annotations) are not chunks
+        if name == "message":
+            self._on_message(data, t)
+            return
+        self._streamed = True
+        if name == "error":
+            try:
+                message = error_message(_decode(data))
+            except ValueError:
+                message = None
+            self.error = f"error event in stream: {message or _short(data)}"
+        # other named events (Dynamo annotations) are not chunks
+
+    def _on_message(self, data: str, t: float) -> Any:
+        """One `message` event's data; returns the chunk it decoded to, else None."""
+        # Called for every chunk the template does not cover, so it is one flat function.
+        self._streamed = True
         if data == "[DONE]":
             self.done = True
-            return
+            return None
         try:
             obj = _decode(data)
         except ValueError:
             self.error = f"unparseable JSON in stream: {_short(data)}"
-            return
+            return None
         try:
             choices = obj.get("choices")
             if choices:
@@ -282,7 +361,7 @@ class ResponseAccumulator:
                 message = error_message(obj)
                 if message is not None:  # vLLM: data: {"error": {...}} with HTTP 200
                     self.error = f"error in stream: {message}"
-                    return
+                    return None
             usage = obj.get("usage")
             if usage:
                 self.recognized = True
@@ -295,6 +374,61 @@ class ResponseAccumulator:
         except (AttributeError, TypeError):
             what = "is not a JSON object" if type(obj) is not dict else "has unexpected types"
             self.error = f"stream chunk {what}: {_short(data)}"
+            return None
+        return obj
+
+    def _learn(self, data: str, obj: Any) -> None:
+        """Keep `data`, just counted by `_on_message`, as the template if it qualifies.
+
+        It must be one choice with a non-empty content (or completions `text`) and no
+        finish reason or usage: then `_on_message` does the same for any other such content,
+        namely count a token chunk, keep the text if it keeps choice 0's, and set the worker
+        id if `nvext` names one. The content must appear as a plain string literal, and is
+        found by swapping it for an escaped probe that must parse back as the same chunk with
+        the probe for content. The probe's escape is legal only inside a string, so its
+        opening quote opens a string, it is one string token, and the bytes around it lex the
+        same for any content with no quote, backslash or control character: those bytes are
+        the template, and a chunk that matches them parses to this one with its own content.
+        """
+        if type(obj) is not dict:
+            return
+        choices = obj.get("choices")
+        if type(choices) is not list or len(choices) != 1:
+            return
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("finish_reason") or obj.get("usage"):
+            return
+        delta = choice.get("delta")
+        if delta is None:
+            holder, key = choice, "text"
+        elif type(delta) is dict:
+            holder, key = delta, "content"
+        else:
+            return
+        content = holder.get(key)
+        # Non-empty: an empty content is not a token, and reasoning or tool calls may be.
+        if type(content) is not str or not content or _UNPLAIN_CHAR(content) is not None:
+            return
+        self._learn_attempts -= 1
+        literal = f'"{content}"'
+        at = data.rfind(literal)
+        if at < 0:  # written with escapes after all
+            return
+        probed = {**holder, key: _PROBE_VALUE}
+        if delta is not None:
+            probed = {**choice, "delta": probed}
+        expected = {**obj, "choices": [probed]}
+        try:
+            if _decode(data[:at] + _PROBE_LITERAL + data[at + len(literal) :]) != expected:
+                return
+        except ValueError:
+            return
+        nvext = obj.get("nvext")
+        self._prefix = data[: at + 1].encode("utf-8")
+        self._suffix = data[at + len(literal) - 1 :].encode("utf-8")
+        keep = self._text is not None and choice.get("index", 0) == 0
+        self._capture = self._text if keep else None
+        self._template_worker = parse_worker_id(nvext.get("worker_id")) if nvext else None
 
     def on_body(self, body: bytes, t: float) -> None:
         """A whole non-streaming answer, received at `t`."""
