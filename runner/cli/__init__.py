@@ -39,13 +39,8 @@ class _Parser(argparse.ArgumentParser):
 def _load_commands() -> dict[str, _Command]:
     commands: dict[str, _Command] = {}
     for name in _COMMANDS:
-        try:
-            module = importlib.import_module(f"runner.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"runner.cli.{name}":
-                continue  # not built yet
-            raise
-        commands[name] = cast(_Command, module)
+        # Imported lazily: `--help` of one command should not pay for all their imports.
+        commands[name] = cast(_Command, importlib.import_module(f"runner.cli.{name}"))
     return commands
 
 

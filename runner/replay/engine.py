@@ -17,7 +17,7 @@ from runner.credit import Credit
 from runner.replay.scheduler import ReplayConfig, ReplayScheduler
 from runner.routing.router import Policy, StickyRouter
 from runner.trace.model import Tree
-from runner.workers.cache import ServeOutcome, SessionCaches
+from runner.workers.cache import SessionCaches
 
 __all__ = ["Dispatch", "Engine", "EngineConfig"]
 
@@ -44,7 +44,6 @@ class Dispatch(NamedTuple):
     credit: Credit
     worker: int
     affinity: AffinityDecision
-    serve: ServeOutcome | None
     error: str | None = None
 
 
@@ -63,7 +62,6 @@ class Engine:
         self._unregistered_forks: dict[str, str] = {}
         self._served: set[str] = set()  # sessions that sent at least one turn
         self._lost_sessions: set[str] = set()
-        self.worker_lost_errors = 0
 
     # ---------------------------------------------------------------------------- driving
 
@@ -82,16 +80,16 @@ class Engine:
         out: list[Dispatch] = []
         for credit in self.scheduler.pop_due(now_s):
             if credit.session_id in self._lost_sessions:
-                out.append(Dispatch(credit, -1, AffinityDecision(), None, WORKER_LOST))
+                out.append(Dispatch(credit, -1, AffinityDecision(), WORKER_LOST))
                 continue
             if self._unregistered_forks:
                 self._register_late(credit.session_id)
             worker = router.route(credit)
-            serve = caches.serve(credit, worker)
+            caches.serve(credit, worker)
             self._served.add(credit.session_id)
             decision = emitter.decide(credit, client_worker=worker)
             ledger.record(credit, decision)
-            out.append(Dispatch(credit, worker, decision, serve))
+            out.append(Dispatch(credit, worker, decision))
         return out
 
     def complete(self, dispatch: Dispatch, now_s: float, *, error: str | None = None) -> None:

@@ -115,7 +115,6 @@ class ReplayScheduler:
         self._lane_next = list(range(config.concurrency))
         self._extents: dict[int, tuple[float, float]] = {}  # by id() of a tree in _trees
         self.stopped = False
-        self.started = False
         # Counters for the run summary.
         self.issued = 0
         self.sessions_started = 0
@@ -126,7 +125,6 @@ class ReplayScheduler:
 
     def start(self, now_s: float, observer: ReplayObserver) -> None:
         self._observer = observer
-        self.started = True
         lo, hi = self.config.start_window
         for lane in range(self.config.concurrency):
             fraction = self._rng.uniform(lo, hi) if hi > 0 else 0.0

@@ -283,13 +283,16 @@ class StickyRouter:
     # ------------------------------------------------------------------------------- load
 
     def _count_send(self, worker: int) -> None:
+        """One more credit in flight on `worker` (the spawn-pin closure inlines this)."""
         in_flight = self._in_flight
         old = in_flight[worker]
         in_flight[worker] = old + 1
         if old == self._min_load:
             self._at_min -= 1
             if not self._at_min:
-                self._rescan_min()
+                # The lowest level emptied: this worker, now one higher, is the minimum.
+                self._min_load = old + 1
+                self._at_min = in_flight.count(old + 1)
         self._vsent[worker] += 1
         self._last[worker] = self._next_seq()
 
@@ -311,10 +314,6 @@ class StickyRouter:
         in_flight = self._in_flight
         low = self._min_load = min(in_flight)
         self._at_min = in_flight.count(low)
-
-    def _on_send(self, worker: int) -> None:
-        """Count a send that bypassed `route` (tests and tools that place load by hand)."""
-        self._count_send(worker)
 
     def _least_loaded(self) -> int:
         """Fewest in-flight; ties: fewest sticky sessions, fewest virtual sends, oldest send."""

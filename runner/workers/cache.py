@@ -27,7 +27,6 @@ class WorkerCacheStats:
     copies: int = 0
     bytes: int = 0
     orphans: int = 0
-    served: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -84,7 +83,6 @@ class SessionCaches:
         if state is None:
             state = sessions[sid] = _Session()
         stats = self.workers[worker]
-        stats.served += 1
         previous = state.last_worker
         switched = previous >= 0 and previous != worker
         hit = worker in state.holders

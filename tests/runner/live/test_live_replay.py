@@ -306,7 +306,7 @@ def test_binding_against_dynamo_12_fails_fast_and_names_the_option_to_use():
         cluster=ClusterConfig(workers=2, time_scale=0.0, dynamo_version="1.2")
     )
     with start_mock_server(config, process=True) as server:
-        refused = cli(
+        run = (
             "replay",
             "--endpoint",
             server.url,
@@ -320,22 +320,8 @@ def test_binding_against_dynamo_12_fails_fast_and_names_the_option_to_use():
             "--quiet",
             "--json",
         )
-        opened = cli(
-            "replay",
-            "--endpoint",
-            server.url,
-            "--model",
-            "mock-model",
-            "--synthetic",
-            "--requests",
-            "20",
-            "--affinity",
-            "dynamo-nvext",
-            "--affinity-actions",
-            "open",
-            "--quiet",
-            "--json",
-        )
+        refused = cli(*run)
+        opened = cli(*run, "--affinity-actions", "open")
     assert refused.returncode == 2 and "--affinity-actions open" in refused.stderr
     assert refused.stderr.count("\n") == 1
     assert opened.returncode == 0 and json.loads(opened.stdout)["errors"] == 0

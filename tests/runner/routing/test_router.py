@@ -24,7 +24,7 @@ def send(router: StickyRouter, c, *, complete: bool = True) -> int:
 def keep_busy(router: StickyRouter, worker: int, n: int = 1) -> None:
     """Put n more in-flight credits on `worker`, as sends pinned there by other sessions do."""
     for _ in range(n):
-        router._on_send(worker)
+        router._count_send(worker)
 
 
 # ------------------------------------------------------------------ least-loaded selection
