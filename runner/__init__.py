@@ -1,0 +1,77 @@
+"""aiperf-web's benchmark engine: replay agentic LLM workloads live or in virtual time.
+
+The public face; everything outside `runner/` (the web service, scripts) imports only these
+names (a test enforces it):
+
+    RunSpec, parse_spec            one run, validated once (workload, timing, routing, target)
+    EndpointTarget, SimulatedTarget, Workload, SyntheticConfig
+    run(spec, *, traces, sink, stop) -> RunResult      either clock, blocking
+    run_async(...)                                      the same inside an event loop
+    Sink, ListSink, Snapshot, Summary, RecordDict       what a run reports while it goes
+    load_workload, load_trace, inspect_trace, Trace, DEFAULT_MAX_BYTES, FILE_FORMATS
+    check_endpoint(...)                                 the preflight alone ("test connection")
+    RunnerError > BadInput > (SpecError, TraceError, EndpointError)
+
+Nothing here imports a web framework, and the HTTP server stack (the mock server) loads only
+when its command runs.
+"""
+
+from runner.client import EndpointError, EndpointInfo
+from runner.errors import BadInput, RunnerError, SpecError, TraceError
+from runner.metrics.records import ERROR_CATEGORIES, ErrorCategory
+from runner.output import (
+    ClientWorkerArrays,
+    InferenceWorkerArrays,
+    ListSink,
+    RecordDict,
+    RunStatus,
+    Sink,
+    Snapshot,
+    Summary,
+)
+from runner.preflight import check_endpoint
+from runner.run import RunResult, load_workload, run, run_async
+from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload, parse_spec
+from runner.trace import (
+    DEFAULT_MAX_BYTES,
+    FILE_FORMATS,
+    SyntheticConfig,
+    Trace,
+    inspect_trace,
+    load_trace,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "ERROR_CATEGORIES",
+    "FILE_FORMATS",
+    "BadInput",
+    "ClientWorkerArrays",
+    "EndpointError",
+    "EndpointInfo",
+    "EndpointTarget",
+    "ErrorCategory",
+    "InferenceWorkerArrays",
+    "ListSink",
+    "RecordDict",
+    "RunResult",
+    "RunSpec",
+    "RunStatus",
+    "RunnerError",
+    "SimulatedTarget",
+    "Sink",
+    "Snapshot",
+    "SpecError",
+    "Summary",
+    "SyntheticConfig",
+    "Trace",
+    "TraceError",
+    "Workload",
+    "check_endpoint",
+    "inspect_trace",
+    "load_trace",
+    "load_workload",
+    "parse_spec",
+    "run",
+    "run_async",
+]

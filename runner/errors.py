@@ -10,7 +10,16 @@ Messages are one line, written for the person who ran the command: what, where, 
 
 from __future__ import annotations
 
-__all__ = ["BadInput", "RunnerError", "SpecError", "TraceError"]
+import enum
+
+__all__ = [
+    "ERROR_CATEGORIES",
+    "BadInput",
+    "ErrorCategory",
+    "RunnerError",
+    "SpecError",
+    "TraceError",
+]
 
 
 class RunnerError(Exception):
@@ -22,7 +31,12 @@ class BadInput(RunnerError):
 
 
 class SpecError(BadInput):
-    """An invalid option or run specification."""
+    """An invalid option or run specification. `fields` maps each bad field (a dotted path
+    such as `target.url`) to its message, for forms that show errors next to the field."""
+
+    def __init__(self, message: str, *, fields: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.fields = dict(fields or {})
 
 
 class TraceError(BadInput):
@@ -51,3 +65,22 @@ class TraceError(BadInput):
         if fix:
             message += f" ({fix})"
         super().__init__(message)
+
+
+class ErrorCategory(enum.StrEnum):
+    """Why a request failed (PRODUCT.md §4.6, plus §4.4's worker_lost): the one
+    classification the client, the records, the metrics and the service share. A StrEnum:
+    it compares equal to, and serializes as, its value."""
+
+    CONNECT = "connect"  # no connection: refused, unresolvable, TLS failure, connect timeout
+    TIMEOUT = "timeout"  # connected, but no data within the read timeout, or over total/pool
+    HTTP_4XX = "http_4xx"
+    HTTP_429 = "http_429"
+    HTTP_5XX = "http_5xx"
+    STREAM_BROKEN = "stream_broken"  # dropped mid-answer, or ended without [DONE]/finish
+    BAD_PAYLOAD = "bad_payload"  # unparseable or non-OpenAI answer, or an error payload
+    CANCELLED = "cancelled"  # the caller cancelled the task
+    WORKER_LOST = "worker_lost"  # the client worker holding the session was lost
+
+
+ERROR_CATEGORIES: tuple[ErrorCategory, ...] = tuple(ErrorCategory)

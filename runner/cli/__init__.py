@@ -7,17 +7,18 @@ traceback), 1 anything else.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 from typing import NoReturn, Protocol, cast
 
+from runner.cli import bench, demo, inspect, mock_server, replay, simulate
 from runner.errors import BadInput, RunnerError
 
 __all__ = ["main"]
 
-# Subcommand modules, in the order --help lists them.
-_COMMANDS = ("simulate", "replay", "mock_server", "inspect", "bench", "demo")
+# Subcommand modules, in the order --help lists them. Imported plainly: each keeps its own
+# heavy dependencies (the mock's server stack, benchmarks) inside the handler that needs them.
+_COMMANDS = (simulate, replay, mock_server, inspect, bench, demo)
 
 
 class _Command(Protocol):
@@ -36,14 +37,6 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _load_commands() -> dict[str, _Command]:
-    commands: dict[str, _Command] = {}
-    for name in _COMMANDS:
-        # Imported lazily: `--help` of one command should not pay for all their imports.
-        commands[name] = cast(_Command, importlib.import_module(f"runner.cli.{name}"))
-    return commands
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m runner",
@@ -54,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser),
     )
     subparsers.required = True
-    for command in _load_commands().values():
-        command.add_parser(subparsers)
+    for command in _COMMANDS:
+        cast(_Command, command).add_parser(subparsers)
     return parser
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from runner.cli.options import add_cluster_options, cluster_config
+from runner.cli.options import add_cluster_options, simulated_target
 from runner.errors import SpecError
-from runner.mockserver import FaultConfig, MockServerConfig, serve
+
+if TYPE_CHECKING:  # the server stack (uvicorn, uvloop) loads only when this command runs
+    from runner.mockserver import MockServerConfig
 
 __all__ = ["add_parser", "config_from_args", "run"]
 
@@ -91,13 +94,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def config_from_args(args: argparse.Namespace) -> MockServerConfig:
     """The options as one validated MockServerConfig (SpecError on a bad value)."""
+    from runner.mockserver import FaultConfig, MockServerConfig
+
     if not 0 <= args.port <= 65535:
         raise SpecError(f"--port must be 0..65535, got {args.port}")
     return MockServerConfig(
         model=args.model,
         api_key=args.api_key,
         default_max_tokens=args.default_max_tokens,
-        cluster=cluster_config(args, seed=args.seed),
+        cluster=simulated_target(args).cluster_config(seed=args.seed),
         faults=FaultConfig(
             error_rate=args.error_rate,
             rate_limit_rate=args.rate_limit_rate,
@@ -112,6 +117,8 @@ def config_from_args(args: argparse.Namespace) -> MockServerConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runner.mockserver import serve
+
     config = config_from_args(args)
 
     def ready(line: str) -> None:

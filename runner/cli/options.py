@@ -8,26 +8,43 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-from runner.affinity.emitters import AffinityConfig, AffinityKind
-from runner.cluster import ClusterConfig
 from runner.errors import SpecError
-from runner.replay.engine import EngineConfig
-from runner.replay.scheduler import ReplayConfig
-from runner.routing.router import Policy
-from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
-from runner.trace.model import Tree
+from runner.spec import (
+    AFFINITIES,
+    AFFINITY_ACTIONS,
+    ARRIVALS,
+    CLOSE_ON,
+    DYNAMO_VERSIONS,
+    HEADER_SOURCES,
+    JOINS,
+    POLICIES,
+    ROUTER_MODES,
+    SCOPES,
+    TIMING_MODES,
+    RunSpec,
+    SimulatedTarget,
+    Target,
+    Workload,
+    parse_spec,
+)
+from runner.trace import SyntheticConfig
 
 __all__ = [
     "add_cluster_options",
     "add_workload_options",
-    "cluster_config",
-    "engine_config",
-    "load_trees",
-    "replay_config",
+    "build_spec",
+    "simulated_target",
 ]
 
-_ROUTERS = ("round-robin", "random", "least-loaded", "kv", "kv-approx")
+# Defaults come from the spec's own fields, so the CLI and the service never disagree.
+_SPEC = RunSpec.model_fields
+_SIM = SimulatedTarget.model_fields
+
+
+def _default(fields: dict[str, Any], name: str) -> Any:
+    return fields[name].default
 
 
 def add_workload_options(parser: argparse.ArgumentParser) -> None:
@@ -56,11 +73,35 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
 
     timing = parser.add_argument_group("replay")
     timing.add_argument(
+        "--timing",
+        choices=TIMING_MODES,
+        default=_default(_SPEC, "timing"),
+        help="lanes: each lane replays one tree at a time (default); rate: trees arrive at "
+        "--rate per second; schedule: trees start at their recorded timestamps; closed: each "
+        "lane sends the next turn when the previous returns",
+    )
+    timing.add_argument(
         "--concurrency",
         type=int,
-        default=16,
+        default=_default(_SPEC, "concurrency"),
         metavar="N",
-        help="lanes, each replaying one agent tree at a time (default 16)",
+        help="lanes, or with --timing rate the cap on active trees (default 16)",
+    )
+    timing.add_argument(
+        "--rate", type=float, default=None, metavar="R", help="tree arrivals per second (rate)"
+    )
+    timing.add_argument(
+        "--arrival",
+        choices=ARRIVALS,
+        default=_default(_SPEC, "arrival"),
+        help="inter-arrival distribution for --timing rate (default poisson)",
+    )
+    timing.add_argument(
+        "--burstiness",
+        type=float,
+        default=_default(_SPEC, "burstiness"),
+        metavar="B",
+        help="gamma shape for --arrival gamma: below 1 burstier (default 1)",
     )
     timing.add_argument(
         "--duration",
@@ -84,22 +125,22 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
     )
     timing.add_argument(
         "--joins",
-        choices=("recorded", "strict"),
-        default="recorded",
+        choices=JOINS,
+        default=_default(_SPEC, "joins"),
         help="recorded: parents keep their own clock (default); strict: a "
         "joining turn waits for its children",
     )
     timing.add_argument(
         "--speedup",
         type=float,
-        default=1.0,
+        default=_default(_SPEC, "speedup"),
         metavar="X",
         help="divide every recorded delay by X (default 1)",
     )
     timing.add_argument(
         "--warmup",
         type=float,
-        default=0.0,
+        default=_default(_SPEC, "warmup_s"),
         metavar="S",
         help="requests issued in the first S seconds are not measured",
     )
@@ -110,17 +151,27 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         "(one-token answer, not measured) to warm caches, bindings and sticky entries",
     )
 
+    slo = parser.add_argument_group("SLOs (goodput: requests meeting every threshold set)")
+    for name in ("ttft", "itl", "latency"):
+        slo.add_argument(
+            f"--slo-{name}-ms",
+            type=float,
+            default=None,
+            metavar="MS",
+            help=f"{name.upper() if name != 'latency' else 'end-to-end latency'} threshold",
+        )
+
     routing = parser.add_argument_group("client routing")
     routing.add_argument(
         "--policy",
-        choices=[p.value for p in Policy],
-        default="spawn-pin",
+        choices=POLICIES,
+        default=_default(_SPEC, "policy"),
         help="sticky routing policy (default spawn-pin)",
     )
     routing.add_argument(
         "--client-workers",
         type=int,
-        default=8,
+        default=_default(_SPEC, "client_workers"),
         metavar="K",
         help="client workers, each caching the sessions it serves (default 8)",
     )
@@ -128,88 +179,129 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
     affinity = parser.add_argument_group("server-side affinity")
     affinity.add_argument(
         "--affinity",
-        choices=[k.value for k in AffinityKind],
-        default="none",
+        choices=AFFINITIES,
+        default=_default(_SPEC, "affinity"),
         help="what requests carry for server-side session affinity",
     )
     affinity.add_argument(
         "--scope",
-        choices=("conversation", "lineage"),
-        default="conversation",
+        choices=SCOPES,
+        default=_default(_SPEC, "scope"),
         help="dynamo-nvext key: own session id, or the tree root's id",
     )
     affinity.add_argument(
         "--affinity-timeout",
         type=int,
-        default=300,
+        default=_default(_SPEC, "affinity_timeout_s"),
         metavar="S",
         help="session_control bind timeout in seconds (default 300)",
     )
     affinity.add_argument(
         "--affinity-actions",
-        choices=("bind", "open"),
-        default="bind",
+        choices=AFFINITY_ACTIONS,
+        default=_default(_SPEC, "affinity_actions"),
         help="bind (Dynamo >= 1.3) or open (Dynamo 1.2.x)",
     )
     affinity.add_argument(
         "--close-on",
-        choices=("tree-final", "root-final"),
-        default="tree-final",
+        choices=CLOSE_ON,
+        default=_default(_SPEC, "close_on"),
         help="lineage close discipline; root-final reproduces the hazard",
     )
     affinity.add_argument(
-        "--header-name", default="X-Session-ID", help="header name for --affinity header"
+        "--header-name",
+        default=_default(_SPEC, "header_name"),
+        help="header name for --affinity header",
     )
     affinity.add_argument(
         "--header-source",
-        choices=("own", "parent", "root"),
-        default="own",
+        choices=HEADER_SOURCES,
+        default=_default(_SPEC, "header_source"),
         help="which id --affinity header carries",
     )
 
 
-def load_trees(args: argparse.Namespace) -> tuple[list[Tree], list[Trace]]:
-    traces: list[Trace] = [load_trace(path) for path in args.trace]
-    if args.synthetic or not traces:
-        config = SyntheticConfig(seed=args.seed)
+# Spec fields whose flag is not simply `--` plus the field name with dashes.
+_FLAGS = {
+    "rate_per_s": "--rate",
+    "duration_s": "--duration",
+    "max_requests": "--requests",
+    "warmup_s": "--warmup",
+    "affinity_timeout_s": "--affinity-timeout",
+    "target.url": "--endpoint",
+    "target.read_timeout_s": "--timeout",
+    "target.workers": "--server-workers",
+    "target.router": "--server-router",
+    "target.header_affinity_ttl_s": "--header-affinity-ttl",
+}
+
+
+def _flag(field: str) -> str:
+    return _FLAGS.get(field) or "--" + field.removeprefix("target.").replace("_", "-")
+
+
+def build_spec(args: argparse.Namespace, *, target: Target) -> RunSpec:
+    """The run spec the workload options describe, aimed at `target`; errors name flags."""
+    try:
+        return _build_spec(args, target)
+    except SpecError as exc:
+        if not exc.fields:
+            raise
+        raise SpecError(
+            "; ".join(f"{_flag(field)}: {message}" for field, message in exc.fields.items()),
+            fields=exc.fields,
+        ) from None
+
+
+def _build_spec(args: argparse.Namespace, target: Target) -> RunSpec:
+    synthetic = None
+    if args.synthetic or args.synthetic_trees is not None:
+        knobs: dict[str, Any] = {"seed": args.seed}
         if args.synthetic_trees is not None:
-            config = SyntheticConfig(seed=args.seed, trees=args.synthetic_trees)
-        traces.append(generate_synthetic(config))
-    trees = [tree for trace in traces for tree in trace.trees]
-    if not trees:
-        raise SpecError("the workload has no agent trees: check the --trace files")
-    return trees, traces
+            knobs["trees"] = args.synthetic_trees
+        synthetic = _synthetic(knobs)
+    workload = Workload(traces=tuple(str(path) for path in args.trace), synthetic=synthetic)
+    return parse_spec(
+        {
+            "workload": workload.model_dump(),
+            "timing": args.timing,
+            "concurrency": args.concurrency,
+            "rate_per_s": args.rate,
+            "arrival": args.arrival,
+            "burstiness": args.burstiness,
+            "duration_s": args.duration,
+            "max_requests": args.requests,
+            "max_trees": args.max_trees,
+            "start_window": _window(args.start_window),
+            "joins": args.joins,
+            "speedup": args.speedup,
+            "warmup_s": args.warmup,
+            "prime": args.prime,
+            "slo_ttft_ms": args.slo_ttft_ms,
+            "slo_itl_ms": args.slo_itl_ms,
+            "slo_latency_ms": args.slo_latency_ms,
+            "policy": args.policy,
+            "client_workers": args.client_workers,
+            "affinity": args.affinity,
+            "scope": args.scope,
+            "affinity_timeout_s": args.affinity_timeout,
+            "affinity_actions": args.affinity_actions,
+            "close_on": args.close_on,
+            "header_name": args.header_name,
+            "header_source": args.header_source,
+            "seed": args.seed,
+            "target": target.model_dump(),
+        }
+    ).with_api_key(getattr(target, "api_key_value", None))
 
 
-def replay_config(args: argparse.Namespace) -> ReplayConfig:
-    return ReplayConfig(
-        concurrency=args.concurrency,
-        duration_s=args.duration,
-        max_requests=args.requests,
-        max_trees=args.max_trees,
-        start_window=_window(args.start_window),
-        joins=args.joins,
-        speedup=args.speedup,
-        warmup_s=args.warmup,
-        prime=args.prime,
-        seed=args.seed,
-    )
-
-
-def engine_config(args: argparse.Namespace) -> EngineConfig:
-    return EngineConfig(
-        policy=Policy(args.policy),
-        client_workers=args.client_workers,
-        affinity=AffinityConfig(
-            kind=AffinityKind(args.affinity),
-            scope=args.scope,
-            timeout_s=args.affinity_timeout,
-            actions=args.affinity_actions,
-            close_on=args.close_on,
-            header_name=args.header_name,
-            header_source=args.header_source,
-        ),
-    )
+def _synthetic(knobs: dict[str, Any]) -> SyntheticConfig:
+    try:
+        return SyntheticConfig(**knobs)
+    except ValueError as exc:
+        first = exc.errors()[0] if hasattr(exc, "errors") else None
+        detail = first["msg"] if first else str(exc)
+        raise SpecError(f"--synthetic-trees: {detail}") from None
 
 
 def _window(text: str) -> tuple[float, float]:
@@ -230,56 +322,56 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, prefix: str) -> None
         f"--{prefix}workers",
         dest="cluster_workers",
         type=int,
-        default=8,
+        default=_default(_SIM, "workers"),
         metavar="N",
         help="inference workers (default 8)",
     )
     group.add_argument(
         f"--{prefix}router",
         dest="cluster_router",
-        choices=_ROUTERS,
-        default="round-robin",
+        choices=ROUTER_MODES,
+        default=_default(_SIM, "router"),
         help="frontend router mode (default round-robin, Dynamo's default)",
     )
     group.add_argument(
         "--dp-ranks",
         type=int,
-        default=1,
+        default=_default(_SIM, "dp_ranks"),
         metavar="N",
         help="data-parallel ranks per worker (default 1)",
     )
     group.add_argument(
         "--time-scale",
         type=float,
-        default=1.0,
+        default=_default(_SIM, "time_scale"),
         metavar="X",
         help="multiply every modelled latency by X; 0 answers at once (default 1)",
     )
     group.add_argument(
         "--block-size",
         type=int,
-        default=64,
+        default=_default(_SIM, "block_size"),
         metavar="TOKENS",
         help="prefix-cache block size (default 64)",
     )
     group.add_argument(
         "--cache-blocks",
         type=int,
-        default=16384,
+        default=_default(_SIM, "cache_blocks"),
         metavar="N",
         help="prefix-cache capacity per worker rank, in blocks (default 16384)",
     )
     group.add_argument(
         "--max-num-seqs",
         type=int,
-        default=256,
+        default=_default(_SIM, "max_num_seqs"),
         metavar="N",
         help="batch slots per worker rank (default 256)",
     )
     group.add_argument(
         "--dynamo-version",
-        choices=("1.2", "1.3"),
-        default="1.3",
+        choices=DYNAMO_VERSIONS,
+        default=_default(_SIM, "dynamo_version"),
         help="session_control dialect: 1.2 rejects `bind` with HTTP 400 (default 1.3)",
     )
     group.add_argument(
@@ -296,17 +388,21 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, prefix: str) -> None
     )
 
 
-def cluster_config(args: argparse.Namespace, *, seed: int) -> ClusterConfig:
-    return ClusterConfig(
-        workers=args.cluster_workers,
-        dp_ranks=args.dp_ranks,
-        router=args.cluster_router,
-        time_scale=args.time_scale,
-        block_size_tokens=args.block_size,
-        capacity_blocks=args.cache_blocks,
-        max_num_seqs=args.max_num_seqs,
-        dynamo_version=args.dynamo_version,
-        honour_session_control=not args.session_control_kv_only,
-        header_affinity_ttl_s=args.header_affinity_ttl,
-        seed=seed,
-    )
+def simulated_target(args: argparse.Namespace) -> SimulatedTarget:
+    target = {
+        "kind": "simulated",
+        "workers": args.cluster_workers,
+        "router": args.cluster_router,
+        "dp_ranks": args.dp_ranks,
+        "time_scale": args.time_scale,
+        "block_size": args.block_size,
+        "cache_blocks": args.cache_blocks,
+        "max_num_seqs": args.max_num_seqs,
+        "dynamo_version": args.dynamo_version,
+        "session_control_kv_only": args.session_control_kv_only,
+        "header_affinity_ttl_s": args.header_affinity_ttl,
+    }
+    # Validated as part of a spec so errors read like every other spec error.
+    validated = parse_spec({"target": target}).target
+    assert isinstance(validated, SimulatedTarget)
+    return validated

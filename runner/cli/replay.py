@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import csv
 import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Literal
 
-from runner.cli.options import add_workload_options, engine_config, load_trees, replay_config
+from runner.cli.options import add_workload_options, build_spec
 from runner.cli.output import print_json, print_table
-from runner.client import Timeouts, preflight
 from runner.errors import SpecError
-from runner.live import LiveConfig, replay_live
-from runner.live.probe import probe_affinity
+from runner.output import RecordDict, Snapshot
+from runner.run import run as run_spec
+from runner.spec import EndpointTarget
 
 API_KEY_ENV = "AIPERF_API_KEY"
 
@@ -96,29 +95,35 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError("a live replay needs a stop: --duration S, --requests N or --max-trees N")
     if args.summary is not None and args.summary.suffix not in (".json", ".csv"):
         raise SpecError(f"--summary {args.summary}: use a .json or .csv file name")
-    _, traces = load_trees(args)
-    config = LiveConfig(
-        endpoint=args.endpoint,
-        model=args.model,
-        api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
-        headers=tuple(_header(h) for h in args.header),
-        replay=replay_config(args),
-        engine=engine_config(args),
-        timeouts=Timeouts(read_s=args.timeout),
-        want_worker_id=not args.no_worker_id,
-        failure_threshold=args.failure_threshold,
-        records_path=args.records,
+    target = EndpointTarget.model_validate(
+        {
+            "url": args.endpoint,
+            "model": args.model,
+            "api_key": args.api_key or os.environ.get(API_KEY_ENV) or None,
+            "headers": dict(_header(h) for h in args.header),
+            "read_timeout_s": args.timeout,
+            "want_worker_id": not args.no_worker_id,
+            "failure_threshold": args.failure_threshold,
+        }
     )
-    progress = None if args.quiet else _Progress()
-    result = asyncio.run(_replay(traces, config, progress))
+    spec = build_spec(args, target=target)
+    stop = threading.Event()
+    sink = _CliSink(progress=not args.quiet, records_path=args.records)
+    # Ctrl-C: stop, keep what arrived (the run looks at `stop` every few milliseconds).
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        result = run_spec(spec, sink=sink, stop=stop)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sink.close()
     summary = result.summary
     if args.summary is not None:
-        _write_summary(args.summary, summary)
+        _write_summary(args.summary, dict(summary))
     if args.json:
         print_json(summary)
     else:
         print_table(summary, title="replay summary")
-    if result.stopped_reason == "cancelled":
+    if result.status == "cancelled":
         return 130
     if result.stopped_reason is not None:
         sys.stderr.write(f"error: run stopped early: {result.stopped_reason}\n")
@@ -126,64 +131,54 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _replay(traces: Any, config: LiveConfig, progress: _Progress | None) -> Any:
-    await preflight(
-        config.endpoint,
-        model=config.model,
-        api_key=config.api_key,
-        headers=dict(config.headers),
-        want_worker_id=config.want_worker_id,
-    )
-    await probe_affinity(
-        config.endpoint,
-        model=config.model,
-        affinity=config.engine.affinity,
-        api_key=config.api_key,
-        headers=dict(config.headers),
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
-        loop.add_signal_handler(signal.SIGINT, stop.set)  # Ctrl-C: stop, keep what arrived
-    try:
-        return await replay_live(traces, config, sink=progress, stop=stop)
-    finally:
-        if progress is not None:
-            progress.close()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
+class _CliSink:
+    """Progress on stderr (a one-line bar with ETA and live counters; a line per 10
+    snapshots when stderr is not a terminal), warnings once, and the records file."""
 
-
-class _Progress:
-    """A one-line progress bar with ETA and live counters on stderr (a line per snapshot when
-    stderr is not a terminal would flood logs: then every 10th only)."""
-
-    def __init__(self) -> None:
+    def __init__(self, *, progress: bool, records_path: Path | None) -> None:
+        self.progress = progress
         self.tty = sys.stderr.isatty()
         self.count = 0
+        self.records_file: IO[str] | None = None
+        if records_path is not None:
+            try:
+                self.records_file = records_path.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise SpecError(
+                    f"cannot write --records {records_path}: {exc.strerror or exc}"
+                ) from None
 
-    def __call__(self, snapshot: dict[str, Any]) -> None:
+    def records(self, batch: list[RecordDict]) -> None:
+        if self.records_file is not None:
+            self.records_file.write("".join(json.dumps(record) + "\n" for record in batch))
+
+    def log(self, level: Literal["info", "warning", "error"], message: str) -> None:
+        sys.stderr.write(f"{level}: {message}\n")
+
+    def snapshot(self, snapshot: Snapshot) -> None:
         self.count += 1
-        if not self.tty and self.count % 10:
+        if not self.progress or (not self.tty and self.count % 10):
             return
-        fraction = float(snapshot["progress"])
+        fraction = snapshot["progress"]
         width = 24
         filled = int(fraction * width)
         bar = "#" * filled + "-" * (width - filled)
         eta = snapshot["eta_s"]
         routing = snapshot["routing"]
-        errors = sum(snapshot["errors"].values())
         line = (
             f"[{bar}] {fraction:5.1%} t={snapshot['t_s']:.0f}s "
             f"eta={'?' if eta is None else f'{eta:.0f}s'} req={snapshot['requests']} "
-            f"inflight={snapshot['in_flight']} err={errors} "
-            f"switches={routing['worker_switches']} orphans={routing['orphaned_session_copies']}"
+            f"inflight={snapshot['in_flight']} err={snapshot['errors']} "
+            f"switches={routing['worker_switches']} "
+            f"orphans={routing['orphaned_session_copies']}"
         )
         sys.stderr.write(("\r" + line) if self.tty else (line + "\n"))
         sys.stderr.flush()
 
     def close(self) -> None:
-        if self.tty and self.count:
+        if self.records_file is not None:
+            self.records_file.close()
+        if self.progress and self.tty and self.count:
             sys.stderr.write("\n")
 
 

@@ -8,13 +8,11 @@ import time
 from runner.cli.options import (
     add_cluster_options,
     add_workload_options,
-    cluster_config,
-    engine_config,
-    load_trees,
-    replay_config,
+    build_spec,
+    simulated_target,
 )
 from runner.cli.output import print_json, print_table
-from runner.sim.simulator import SimConfig, simulate
+from runner.run import run as run_spec
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,15 +28,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    trees, _ = load_trees(args)
-    config = SimConfig(
-        replay=replay_config(args),
-        engine=engine_config(args),
-        cluster=cluster_config(args, seed=args.seed),
-    )
+    spec = build_spec(args, target=simulated_target(args))
     started = time.perf_counter()
-    result = simulate(trees, config)
-    summary = result.summary
+    result = run_spec(spec)
+    summary = dict(result.summary)
     summary["wall_s"] = round(time.perf_counter() - started, 3)
     if args.json:
         print_json(summary)

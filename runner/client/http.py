@@ -9,7 +9,6 @@ engine does), and never logs or returns the API key: error text is scrubbed of i
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from runner.client.openai import (
 )
 from runner.client.sse import SSEParser
 from runner.client.transport import PooledTransport
+from runner.errors import ErrorCategory
 
 __all__ = [
     "ErrorCategory",
@@ -37,19 +37,6 @@ __all__ = [
 # How much of an error body we read to find its message; the rest is not worth the wait.
 _ERROR_BODY_LIMIT = 16 * 1024
 _DETAIL_LIMIT = 300
-
-
-class ErrorCategory(enum.StrEnum):
-    """Why a request failed (PRODUCT.md §4.6). A StrEnum: it serializes as its value."""
-
-    CONNECT = "connect"  # no connection: refused, unresolvable, TLS failure, connect timeout
-    TIMEOUT = "timeout"  # connected, but no data within the read timeout, or over total/pool
-    HTTP_4XX = "http_4xx"
-    HTTP_429 = "http_429"
-    HTTP_5XX = "http_5xx"
-    STREAM_BROKEN = "stream_broken"  # dropped mid-answer, or ended without [DONE]/finish
-    BAD_PAYLOAD = "bad_payload"  # unparseable or non-OpenAI answer, or an error payload
-    CANCELLED = "cancelled"  # the caller cancelled the task
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

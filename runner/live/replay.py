@@ -1,9 +1,9 @@
 """The wall-clock driver: the replay engine's credits sent as real HTTP requests.
 
 Owns the asyncio loop of a live run: waking when a credit is due, one task per request, turning
-each response into a RequestRecord, the failure threshold, prompt cancellation, the snapshot
-sink (about once a second) and the records file. Routing, caching and affinity are the
-Engine's, exactly as in simulation.
+each response into a RequestRecord, the failure threshold, prompt cancellation, the drain after
+the duration, and the sink (a snapshot about once a second, records in batches). Routing,
+caching and affinity are the Engine's, exactly as in simulation.
 
 Client workers are identified by the Engine's `Dispatch.worker`; a `RequestSender` sends for
 them (`LocalSender`: all in this process). Hosting them elsewhere is another sender: the
@@ -13,26 +13,27 @@ Dispatch (credit, worker, affinity) is all that crosses.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any, Final, cast
 
 from runner.client import ResponseResult, Timeouts
-from runner.errors import RunnerError
 from runner.live.sender import LocalSender, RequestSender
 from runner.metrics import RequestRecord, RunMetrics
 from runner.metrics.records import ErrorCategory
+from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
 from runner.replay.engine import Dispatch, Engine, EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.replay.summary import run_summary
 from runner.trace import Trace
 
-__all__ = ["LiveConfig", "LiveResult", "replay_live"]
+__all__ = ["DRAIN_GRACE_S", "LiveConfig", "LiveResult", "replay_live"]
 
-Sink = Callable[[dict[str, Any]], None]
+# Once the scheduler has stopped issuing (duration reached, a stop), requests still in flight
+# get this long to return before they are cancelled: a stalled stream must not hold the run
+# open long past its duration, and a normal answer should still be measured.
+DRAIN_GRACE_S: Final = 3.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +51,7 @@ class LiveConfig:
     # Stop early when this many consecutive requests failed (0: never).
     failure_threshold: int = 50
     snapshot_interval_s: float = 1.0
-    records_path: Path | None = None
+    slo_ms: Mapping[str, float] = field(default_factory=dict)  # goodput thresholds
 
 
 @dataclass(slots=True)
@@ -91,7 +92,15 @@ class _LiveRun:
         self.config = config
         self.sink = sink
         self.engine = Engine(trees, config.replay, config.engine)
-        self.metrics = RunMetrics()
+        self.metrics = RunMetrics(slo_ms=config.slo_ms)
+        self.snapshots = SnapshotBuilder(
+            self.engine,
+            self.metrics,
+            interval_s=config.snapshot_interval_s,
+            duration_s=config.replay.duration_s,
+            max_requests=config.replay.max_requests,
+            max_trees=config.replay.max_trees,
+        )
         self.sender: RequestSender = sender or LocalSender(
             traces,
             endpoint=config.endpoint,
@@ -110,19 +119,14 @@ class _LiveRun:
         self.wake = asyncio.Event()
         self.consecutive_failures = 0
         self.stopped_reason: str | None = None
-        self.records_file: IO[str] | None = None
-        self.seq = 0
+        self.pending_records: list[RecordDict] = []
+        self.drain_deadline: float | None = None  # when in-flight requests get cancelled
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
     async def run(self, stop: asyncio.Event) -> LiveResult:
         config = self.config
-        if config.records_path is not None:
-            try:
-                self.records_file = config.records_path.open("w", encoding="utf-8")
-            except OSError as exc:
-                raise RunnerError(f"cannot write records to {config.records_path}: {exc}") from None
         engine = self.engine
         scheduler = engine.scheduler
         loop = asyncio.get_running_loop()
@@ -140,17 +144,25 @@ class _LiveRun:
             if scheduler.finished and not self.tasks:
                 break
             now = self.now()
+            if scheduler.stopped and self.tasks:
+                if self.drain_deadline is None:
+                    self.drain_deadline = now + DRAIN_GRACE_S
+                elif now >= self.drain_deadline:
+                    for task in self.tasks:
+                        task.cancel()
             for dispatch in engine.dispatch_due(now):
                 task = asyncio.create_task(self._send(dispatch))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
             if self.sink is not None and now >= next_snapshot:
-                self.sink(self.snapshot())
+                self._publish(final=False)
                 next_snapshot = now + config.snapshot_interval_s
             due = engine.next_due()
             wait_s = config.snapshot_interval_s
             if due is not None:
                 wait_s = min(wait_s, max(0.0, due - self.now()))
+            if self.drain_deadline is not None:
+                wait_s = min(wait_s, max(0.0, self.drain_deadline - self.now()))
             self.wake.clear()
             if wait_s > 0:
                 # Woken by a response, by `stop`, or by this timer: no task per wait.
@@ -165,8 +177,18 @@ class _LiveRun:
         summary["stopped_reason"] = self.stopped_reason
         summary["migrations"] = _matrix(engine.caches.migrations)
         if self.sink is not None:
-            self.sink(self.snapshot())
+            self._publish(final=True)
         return LiveResult(summary, self.metrics, engine, self.stopped_reason)
+
+    def _publish(self, *, final: bool) -> None:
+        """Records first, then the snapshot that counts them: a consumer never sees a
+        snapshot ahead of the records it sums."""
+        sink = self.sink
+        assert sink is not None
+        if self.pending_records:
+            batch, self.pending_records = self.pending_records, []
+            sink.records(batch)
+        sink.snapshot(self.snapshot(final=final))
 
     async def _relay_stop(self, stop: asyncio.Event) -> None:
         await stop.wait()
@@ -203,8 +225,9 @@ class _LiveRun:
         else:
             record = self._record(dispatch, result, prompt_tokens)
         self.metrics.record(record)
-        if self.records_file is not None:
-            self.records_file.write(json.dumps(record.to_json_dict()) + "\n")
+        if self.sink is not None:
+            self.snapshots.observe(record)
+            self.pending_records.append(record.to_json_dict())
         category = record.error
         if category is None:
             self.consecutive_failures = 0
@@ -244,34 +267,12 @@ class _LiveRun:
             error=cast(ErrorCategory | None, None if result.error is None else str(result.error)),
         )
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, *, final: bool = False) -> Snapshot:
         """Everything the live dashboard shows, cumulative (a lost one costs only freshness)."""
-        engine = self.engine
-        scheduler = engine.scheduler
-        replay = self.config.replay
         now = self.now()
-        progress = 0.0
-        if replay.duration_s:
-            progress = min(1.0, now / replay.duration_s)
-        if replay.max_requests:
-            progress = max(progress, min(1.0, scheduler.issued / replay.max_requests))
-        overall = self.metrics.overall
-        return {
-            "t_s": round(now, 3),
-            "progress": round(progress, 4),
-            "eta_s": round(now / progress - now, 1) if progress > 0 else None,
-            "issued": scheduler.issued,
-            "in_flight": scheduler.in_flight,
-            "requests": overall.requests,
-            "errors": dict(overall.errors_by_category),
-            "routing": engine.routing_summary(),
-            "client_workers": engine.worker_snapshot(),
-            "migrations": _matrix(engine.caches.migrations),
-            "inference_workers": self.metrics.inference_workers(),
-            "latency": self.metrics.summary_percentiles(),
-            "prefix_cache_hit_ratio": self.metrics.prefix_cache_hit_ratio,
-            "throughput": self.metrics.throughput(now),
-        }
+        return self.snapshots.build(
+            t_s=now, wall_s=now, in_flight=self.engine.scheduler.in_flight, final=final
+        )
 
     async def close(self) -> None:
         for task in list(self.tasks):
@@ -279,8 +280,6 @@ class _LiveRun:
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.sender.aclose()
-        if self.records_file is not None:
-            self.records_file.close()
 
 
 def _matrix(migrations: dict[tuple[int, int], int]) -> list[list[int]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypedDict, TypeVar, get_args
 
 from runner.credit import Credit
+from runner.errors import ERROR_CATEGORIES, ErrorCategory
 
 __all__ = [
     "BRANCH_MODE_NAMES",
@@ -24,20 +25,7 @@ __all__ = [
 ]
 
 BranchModeName = Literal["root", "fork", "spawn"]
-# §4.6's categories, plus worker_lost (§4.4: a client worker died holding the session).
-ErrorCategory = Literal[
-    "connect",
-    "timeout",
-    "http_4xx",
-    "http_429",
-    "http_5xx",
-    "stream_broken",
-    "bad_payload",
-    "cancelled",
-    "worker_lost",
-]
 BRANCH_MODE_NAMES: Final[tuple[BranchModeName, ...]] = get_args(BranchModeName)
-ERROR_CATEGORIES: Final[tuple[ErrorCategory, ...]] = get_args(ErrorCategory)
 
 _Name = TypeVar("_Name", bound=str)
 _Value = TypeVar("_Value")

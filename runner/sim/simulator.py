@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from runner.cluster import Cluster, ClusterConfig, ClusterRequest, Rejection
+from runner.errors import ErrorCategory
 from runner.metrics import RequestRecord, RunMetrics
+from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
 from runner.replay.engine import Dispatch, Engine, EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.replay.summary import run_summary
@@ -23,8 +27,9 @@ from runner.trace.model import Tree
 
 __all__ = ["SimConfig", "SimResult", "simulate"]
 
-Sink = Callable[[dict[str, Any]], None]
 _NO_HEADERS: dict[str, str] = {}
+_STOP_CHECK_EVENTS: Final = 4096  # events between looks at the stop flag (cheap, but not free)
+_RECORD_BATCH: Final = 8192  # records handed to the sink at once between snapshots
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,7 +40,8 @@ class SimConfig:
     # Salt prompt blocks per tree instance (two users never share cache); False measures
     # cross-user sharing of identical traces.
     isolate_trees: bool = True
-    snapshot_interval_s: float = 0.0  # > 0: call the sink every this many simulated seconds
+    snapshot_interval_s: float = 0.0  # > 0: a sink snapshot every this many simulated seconds
+    slo_ms: Mapping[str, float] = field(default_factory=dict)  # goodput thresholds
 
 
 @dataclass(slots=True)
@@ -45,6 +51,7 @@ class SimResult:
     engine: Engine
     cluster: Cluster
     records: list[RequestRecord] | None = None
+    cancelled: bool = False  # `stop` ended it before its own stop conditions
 
 
 def simulate(
@@ -52,12 +59,28 @@ def simulate(
     config: SimConfig,
     *,
     sink: Sink | None = None,
+    stop: threading.Event | None = None,
     keep_records: bool = False,
 ) -> SimResult:
+    """Run in virtual time to the end. With a sink: a snapshot every `snapshot_interval_s`
+    simulated seconds (and a final one), records in batches before each snapshot. `stop`
+    (set from any thread) ends the run at the next look, keeping what was measured."""
     engine = Engine(trees, config.replay, config.engine)
     cluster = Cluster(config.cluster)
-    metrics = RunMetrics()
+    metrics = RunMetrics(slo_ms=config.slo_ms)
     records: list[RequestRecord] | None = [] if keep_records else None
+    pending: list[RecordDict] = []
+    builder = SnapshotBuilder(
+        engine,
+        metrics,
+        interval_s=config.snapshot_interval_s or 1.0,
+        duration_s=config.replay.duration_s,
+        max_requests=config.replay.max_requests,
+        max_trees=config.replay.max_trees,
+    )
+    wall_start = time.perf_counter()
+    cancelled = False
+    events = 0
     trace_block = trees[0].block_size if trees else 64
     keys = BlockKeys(
         trace_block_tokens=trace_block, cluster_block_tokens=config.cluster.block_size_tokens
@@ -69,6 +92,10 @@ def simulate(
     next_snapshot_s = config.snapshot_interval_s if config.snapshot_interval_s > 0 else None
     engine.start(0.0)
     while True:
+        events += 1
+        if stop is not None and events % _STOP_CHECK_EVENTS == 0 and stop.is_set():
+            cancelled = True
+            break
         due = engine.next_due()
         end = done[0][0] if done else None
         if due is None and end is None:
@@ -85,16 +112,29 @@ def simulate(
             metrics.record(record)
             if records is not None:
                 records.append(record)
+            if sink is not None:
+                builder.observe(record)
+                pending.append(record.to_json_dict())
+                if len(pending) >= _RECORD_BATCH:
+                    sink.records(pending)
+                    pending = []
             engine.complete(dispatch, now_s, error=record.error)
         if next_snapshot_s is not None and sink is not None and now_s >= next_snapshot_s:
-            sink(_snapshot(engine, metrics, now_s))
+            if pending:
+                sink.records(pending)
+                pending = []
+            sink.snapshot(_snapshot(builder, cluster, now_s, wall_start, len(done)))
             next_snapshot_s = now_s + config.snapshot_interval_s
+    if cancelled:
+        engine.scheduler.stop()
     elapsed_s = now_s
     summary = run_summary(engine, metrics, elapsed_s=elapsed_s)
     summary["affinity_keys_bound_server"] = cluster.bound_keys(now_s)
     if sink is not None:
-        sink(_snapshot(engine, metrics, now_s))
-    return SimResult(summary, metrics, engine, cluster, records)
+        if pending:
+            sink.records(pending)
+        sink.snapshot(_snapshot(builder, cluster, now_s, wall_start, len(done), final=True))
+    return SimResult(summary, metrics, engine, cluster, records, cancelled)
 
 
 def _submit(
@@ -116,7 +156,7 @@ def _submit(
             end_s=now_s,
             prompt_tokens=turn.input_tokens,
             output_tokens=0,
-            error="worker_lost",
+            error=ErrorCategory.WORKER_LOST,
         )
     scope = 0
     if isolate:
@@ -147,7 +187,7 @@ def _submit(
             prompt_tokens=turn.input_tokens,
             output_tokens=0,
             status=placement.status,
-            error="http_5xx" if placement.status >= 500 else "http_4xx",
+            error=ErrorCategory.HTTP_5XX if placement.status >= 500 else ErrorCategory.HTTP_4XX,
         )
     return RequestRecord.from_credit(
         credit,
@@ -164,13 +204,20 @@ def _submit(
     )
 
 
-def _snapshot(engine: Engine, metrics: RunMetrics, now_s: float) -> dict[str, Any]:
-    return {
-        "t_s": now_s,
-        "state": engine.state_sizes(),
-        "routing": engine.routing_summary(),
-        "client_workers": engine.worker_snapshot(),
-        "latency": metrics.summary_percentiles(),
-        "requests": metrics.overall.requests,
-        "errors": metrics.overall.errors,
-    }
+def _snapshot(
+    builder: SnapshotBuilder,
+    cluster: Cluster,
+    now_s: float,
+    wall_start: float,
+    in_flight: int,
+    *,
+    final: bool = False,
+) -> Snapshot:
+    bound = [worker["bound_keys"] for worker in cluster.stats(now_s)["workers"]]
+    return builder.build(
+        t_s=now_s,
+        wall_s=time.perf_counter() - wall_start,
+        in_flight=in_flight,
+        bound_keys=bound,
+        final=final,
+    )

@@ -63,9 +63,9 @@ def test_simulate_json_prints_one_object_with_the_stable_keys(capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["simulate", "--start-window", "0.9:0.1"], "start window"),
+        (["simulate", "--start-window", "0.9:0.1"], "--start-window: 0.9:0.1 is not LO:HI"),
         (["simulate", "--start-window", "half"], "LO:HI"),
-        (["simulate", "--client-workers", "0"], "client workers"),
+        (["simulate", "--client-workers", "0"], "--client-workers: "),
         (["simulate", "--trace", "/nonexistent/trace.jsonl"], "/nonexistent/trace.jsonl"),
         (["simulate", "--server-router", "magic"], "invalid choice"),
         (["replay", "--endpoint", "http://127.0.0.1:9", "--model", "m"], "needs a stop"),

@@ -17,6 +17,7 @@ import pytest
 
 from runner.affinity.emitters import AffinityConfig, AffinityKind
 from runner.cluster import ClusterConfig
+from runner import ListSink, parse_spec, run
 from runner.live import LiveConfig, replay_live
 from runner.mockserver import FaultConfig, MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
@@ -280,25 +281,34 @@ def test_a_summary_file_with_an_unknown_suffix_is_refused_before_the_run():
 
 
 def test_the_snapshot_sink_streams_what_the_live_dashboard_shows(mock):
-    snapshots: list[dict] = []
-    config = LiveConfig(
-        endpoint=mock,
-        model="mock-model",
-        snapshot_interval_s=0.2,
-        replay=ReplayConfig(concurrency=8, duration_s=2.0, speedup=50.0),
+    sink = ListSink()
+    spec = parse_spec(
+        {
+            "workload": {"synthetic": {"trees": 8}},
+            "concurrency": 8,
+            "duration_s": 2.0,
+            "speedup": 50.0,
+            "snapshot_interval_s": 0.2,
+            "target": {"kind": "endpoint", "url": mock, "model": "mock-model"},
+        }
     )
-    summary = asyncio.run(replay_live([small_synthetic()], config, sink=snapshots.append)).summary
+    result = run(spec, sink=sink)
+    summary = result.summary
+    snapshots = sink.snapshots
+    assert result.status == "succeeded"
     assert len(snapshots) >= 5  # about one per interval, plus the final one
     last = snapshots[-1]
     workers = last["client_workers"]
-    for key in ("in_flight", "sticky_sessions", "session_copies", "session_bytes", "orphans"):
-        assert len(workers[key]) == 8
-    assert {"early_closes", "affinity_binds", "worker_switches"} <= set(last["routing"])
-    assert {"ttft_ms", "itl_ms", "latency_ms"} <= set(last["latency"])
+    for key in workers:
+        assert len(workers[key]) == 8, key
+    assert {"binds", "closes", "early_closes", "keys_bound"} == set(last["affinity"])
+    assert last["ttft_ms"]["p50"] is not None and last["recent"]
     assert last["requests"] == summary["requests"] > 0
+    assert len(sink.record_list) == summary["requests"] + summary["warmup_requests"]
     assert sum(last["inference_workers"]["requests"]) == summary["requests"]
     assert [s["t_s"] for s in snapshots] == sorted(s["t_s"] for s in snapshots)
     assert 0 < snapshots[0]["progress"] <= last["progress"] == 1.0
+    assert last["rss_bytes"] > 10_000_000
 
 
 def test_binding_against_dynamo_12_fails_fast_and_names_the_option_to_use():

@@ -1,0 +1,331 @@
+"""What a run reports, the same way from both clocks: snapshots, the summary, records, the sink.
+
+Owns the JSON shapes that cross the engine's boundary (the live page, the service's storage,
+the CLI's files) and the one function that builds a snapshot from the composed engine and its
+metrics. It must not read a clock or do I/O beyond the process's own RSS: drivers pass times.
+
+Snapshots are cumulative (a lost one costs only freshness) and compact: per-worker values are
+parallel arrays, the migration matrix is sparse and capped, latency points of the last few
+intervals ride along so a viewer that missed a message still gets every chart point.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from typing import Final, Literal, Protocol, TypedDict
+
+from runner.metrics import LatencyTimeSeries, RequestRecord, RunMetrics, SeriesPoint
+from runner.metrics.histogram import PercentileSummary
+from runner.metrics.records import RequestRecordJson
+from runner.replay.engine import Engine
+
+__all__ = [
+    "MIGRATION_PAIRS_SHOWN",
+    "ClientWorkerArrays",
+    "InferenceWorkerArrays",
+    "ListSink",
+    "RecordDict",
+    "RunStatus",
+    "Sink",
+    "Snapshot",
+    "SnapshotBuilder",
+    "Summary",
+]
+
+RunStatus = Literal["succeeded", "failed", "cancelled"]
+RecordDict = RequestRecordJson
+
+# The from→to pairs a snapshot carries, largest first: 64 workers could make 4,032 pairs,
+# which alone would break the 16 KB budget; the heatmap is read for its big cells.
+MIGRATION_PAIRS_SHOWN: Final = 256
+_RECENT_POINTS: Final = 5  # latency points repeated in each snapshot (lost-message tolerance)
+_PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class Percentiles(TypedDict):
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class ClientWorkerArrays(TypedDict):
+    """Per client worker, index = worker id."""
+
+    in_flight: list[int]
+    completed: list[int]
+    errors: list[int]
+    sticky_entries: list[int]
+    session_copies: list[int]
+    orphaned_copies: list[int]
+    cached_bytes: list[int]
+
+
+class InferenceWorkerArrays(TypedDict):
+    """Per inference worker the endpoint (or the simulated cluster) reported, by its id."""
+
+    ids: list[int]
+    requests: list[int]
+    cached_token_ratio: list[float | None]
+    bound_keys: list[int] | None  # None when the target does not report bindings
+
+
+class RoutingCounters(TypedDict):
+    sessions: int
+    trees: int
+    sessions_multi_worker: int
+    worker_switches: int
+    session_copies: int
+    peak_session_copies: int
+    orphaned_session_copies: int
+    peak_orphaned_session_copies: int
+    context_rebuilds: int
+
+
+class AffinityEvents(TypedDict):
+    binds: int
+    closes: int
+    early_closes: int
+    keys_bound: int
+
+
+class Snapshot(TypedDict):
+    """One cumulative view of a run, about once a second (live) or per simulated interval."""
+
+    t_s: float  # run time (virtual in simulation)
+    wall_s: float  # wall-clock seconds since the run started
+    progress: float  # 0..1 of the nearest stop condition
+    eta_s: float | None  # wall seconds left, estimated from progress so far
+    issued: int
+    in_flight: int
+    requests: int  # counted (non-warmup) requests that ended
+    completed: int
+    errors: int
+    errors_by_category: dict[str, int]
+    requests_per_s: float | None
+    output_tokens_per_s: float | None
+    goodput_per_s: float | None
+    prefix_cache_hit_ratio: float | None
+    ttft_ms: Percentiles
+    itl_ms: Percentiles
+    latency_ms: Percentiles
+    recent: list[SeriesPoint]  # the last few closed intervals: percentiles over time
+    routing: RoutingCounters
+    affinity: AffinityEvents
+    client_workers: ClientWorkerArrays
+    rss_bytes: int  # this process: every in-process client worker shares it
+    migrations: list[list[int]]  # [[from, to, count], ...], largest first, capped
+    migrations_total: int
+    inference_workers: InferenceWorkerArrays
+    state: dict[str, int]  # per-session and per-tree state the engine holds: flat unless leaking
+
+
+class Summary(TypedDict, total=False):
+    """The final figures; PRODUCT.md §6 keys at top level (both clocks), more beside them."""
+
+    requests: int
+    sessions: int
+    trees: int
+    trees_completed: int
+    sessions_multi_worker: int
+    worker_switches: int
+    orphaned_session_copies: int
+    peak_session_copies: int
+    context_rebuilds: int
+    prefix_cache_hit_ratio: float | None
+    affinity_binds: int
+    affinity_closes: int
+    early_closes: int
+    errors: int
+    ttft_ms: PercentileSummary
+    itl_ms: PercentileSummary
+    latency_ms: PercentileSummary
+    status: RunStatus
+    stopped_reason: str | None
+    unavailable: dict[str, str]  # metric -> why the target could not provide it
+
+
+class Sink(Protocol):
+    """Where a run reports while it goes. Called on the thread (and loop) that runs it."""
+
+    def snapshot(self, snapshot: Snapshot) -> None: ...
+
+    def records(self, batch: list[RecordDict]) -> None:
+        """Per-request records in arrival order, in batches (one per snapshot or so)."""
+
+    def log(self, level: Literal["info", "warning", "error"], message: str) -> None:
+        """A line for the run's log tail (warnings such as 'no cached tokens reported')."""
+
+
+class ListSink:
+    """Keeps everything in memory: for tests and small scripts."""
+
+    def __init__(self) -> None:
+        self.snapshots: list[Snapshot] = []
+        self.record_list: list[RecordDict] = []
+        self.lines: list[tuple[str, str]] = []
+
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self.snapshots.append(snapshot)
+
+    def records(self, batch: list[RecordDict]) -> None:
+        self.record_list.extend(batch)
+
+    def log(self, level: Literal["info", "warning", "error"], message: str) -> None:
+        self.lines.append((level, message))
+
+
+def _percentiles(summary: PercentileSummary) -> Percentiles:
+    return {"p50": summary["p50"], "p90": summary["p90"], "p99": summary["p99"]}
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def process_rss_bytes() -> int:
+    """Resident set size now (Linux /proc), else the peak the kernel reports."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * _PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class SnapshotBuilder:
+    """Builds snapshots for one run; keeps the latency time series between them."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        metrics: RunMetrics,
+        *,
+        interval_s: float,
+        duration_s: float | None,
+        max_requests: int | None,
+        max_trees: int | None,
+    ) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self.series = LatencyTimeSeries(interval_s=interval_s, max_points=_RECENT_POINTS)
+        self.duration_s = duration_s
+        self.max_requests = max_requests
+        self.max_trees = max_trees
+
+    def progress(self, t_s: float) -> float:
+        scheduler = self.engine.scheduler
+        fractions = [0.0]
+        if self.duration_s:
+            fractions.append(t_s / self.duration_s)
+        if self.max_requests:
+            fractions.append(scheduler.issued / self.max_requests)
+        if self.max_trees:
+            fractions.append(scheduler.trees_started / self.max_trees)
+        return min(1.0, max(fractions))
+
+    def build(
+        self,
+        *,
+        t_s: float,
+        wall_s: float,
+        in_flight: int,
+        bound_keys: list[int] | None = None,
+        final: bool = False,
+    ) -> Snapshot:
+        engine = self.engine
+        metrics = self.metrics
+        overall = metrics.overall
+        if final:
+            self.series.flush()
+        else:
+            self.series.advance(t_s)
+        progress = 1.0 if final else self.progress(t_s)
+        eta_s = None
+        if 0 < progress < 1:
+            eta_s = round(wall_s * (1 - progress) / progress, 1)
+        elif progress >= 1:
+            eta_s = 0.0
+        throughput = metrics.throughput(t_s)
+        percentiles = metrics.summary_percentiles()
+        routing = engine.routing_summary()
+        workers = engine.worker_snapshot()
+        clients = metrics.client_workers()
+        k = len(workers["in_flight"])
+        inference = metrics.inference_workers()
+        migrations = sorted(
+            ([a, b, n] for (a, b), n in engine.caches.migrations.items()),
+            key=lambda pair: -pair[2],
+        )
+        return {
+            "t_s": round(t_s, 3),
+            "wall_s": round(wall_s, 3),
+            "progress": round(progress, 4),
+            "eta_s": eta_s,
+            "issued": engine.scheduler.issued,
+            "in_flight": in_flight,
+            "requests": overall.requests,
+            "completed": overall.completed,
+            "errors": overall.errors,
+            "errors_by_category": dict(overall.errors_by_category),
+            "requests_per_s": _round(throughput["requests_per_s"]),
+            "output_tokens_per_s": _round(throughput["output_tokens_per_s"]),
+            "goodput_per_s": _round(throughput["goodput_per_s"]),
+            "prefix_cache_hit_ratio": _round(metrics.prefix_cache_hit_ratio, 4),
+            "ttft_ms": _percentiles(percentiles["ttft_ms"]),
+            "itl_ms": _percentiles(percentiles["itl_ms"]),
+            "latency_ms": _percentiles(percentiles["latency_ms"]),
+            "recent": self.series.points,
+            "routing": {
+                "sessions": routing["sessions"],
+                "trees": routing["trees"],
+                "sessions_multi_worker": routing["sessions_multi_worker"],
+                "worker_switches": routing["worker_switches"],
+                "session_copies": routing["session_copies"],
+                "peak_session_copies": routing["peak_session_copies"],
+                "orphaned_session_copies": routing["orphaned_session_copies"],
+                "peak_orphaned_session_copies": routing["peak_orphaned_session_copies"],
+                "context_rebuilds": routing["context_rebuilds"],
+            },
+            "affinity": {
+                "binds": routing["affinity_binds"],
+                "closes": routing["affinity_closes"],
+                "early_closes": routing["early_closes"],
+                "keys_bound": routing["affinity_keys_bound_at_end"],
+            },
+            "client_workers": {
+                "in_flight": workers["in_flight"],
+                "completed": _pad(clients["completed"], k),
+                "errors": _pad(clients["errors"], k),
+                "sticky_entries": workers["sticky_sessions"],
+                "session_copies": workers["session_copies"],
+                "orphaned_copies": workers["orphans"],
+                "cached_bytes": workers["session_bytes"],
+            },
+            "rss_bytes": process_rss_bytes(),
+            "migrations": migrations[:MIGRATION_PAIRS_SHOWN],
+            "migrations_total": sum(pair[2] for pair in migrations),
+            "inference_workers": {
+                "ids": inference["ids"],
+                "requests": inference["requests"],
+                "cached_token_ratio": [
+                    None if reported == 0 else round(cached / reported, 4)
+                    for cached, reported in zip(
+                        inference["cached_tokens"],
+                        inference["cache_reported_prompt_tokens"],
+                        strict=True,
+                    )
+                ],
+                "bound_keys": None
+                if bound_keys is None
+                else [bound_keys[i] if 0 <= i < len(bound_keys) else 0 for i in inference["ids"]],
+            },
+            "state": engine.state_sizes(),
+        }
+
+    def observe(self, record: RequestRecord) -> None:
+        """Feed one RequestRecord to the latency time series (drivers call it per record)."""
+        self.series.record(record)
+
+
+def _pad(values: list[int], length: int) -> list[int]:
+    return values + [0] * (length - len(values)) if len(values) < length else values[:length]

@@ -1,0 +1,176 @@
+"""The one run call: a RunSpec in, a typed result out, on either clock.
+
+Owns what every caller (the CLI, the web service's worker, tests) would otherwise repeat:
+loading the workload, the endpoint's preflight and `session_control` probe before a live run,
+the choice of driver, the stop signal across threads, and the final status. The drivers own
+timing and measuring; this module never routes or sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from runner.client import preflight
+from runner.errors import SpecError
+from runner.live import LiveConfig, replay_live
+from runner.live.probe import probe_affinity
+from runner.output import RunStatus, Sink, Summary
+from runner.sim.simulator import SimConfig, simulate
+from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
+from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
+
+__all__ = ["RunResult", "load_workload", "run", "run_async"]
+
+_STOP_POLL_S = 0.05  # how often a live run looks at a threading.Event set by another thread
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    summary: Summary
+    status: RunStatus
+    stopped_reason: str | None  # why it ended early; None when it ran its course
+
+
+def load_workload(workload: Workload, *, seed: int) -> list[Trace]:
+    """The traces a spec names, plus the synthetic workload when asked (or when no trace is
+    given). Raises TraceError (file, line, fix) or SpecError."""
+    traces = [load_trace(path) for path in workload.traces]
+    if workload.uses_synthetic:
+        config = workload.synthetic or SyntheticConfig(seed=seed)
+        traces.append(generate_synthetic(config))
+    if not any(trace.trees for trace in traces):
+        raise SpecError("the workload has no agent trees: check the trace files")
+    return traces
+
+
+def run(
+    spec: RunSpec,
+    *,
+    traces: Sequence[Trace] | None = None,
+    sink: Sink | None = None,
+    stop: threading.Event | None = None,
+) -> RunResult:
+    """Run `spec` to its end and return the result; blocks. `stop`, set from any thread,
+    ends the run promptly and keeps what was measured (status `cancelled`). Must not be
+    called from a running event loop (use `run_async`). Bad input raises BadInput; an
+    endpoint that cannot serve the run raises EndpointError before anything is sent."""
+    if isinstance(spec.target, SimulatedTarget):
+        return _simulate(spec, spec.target, traces, sink, stop)
+    return asyncio.run(run_async(spec, traces=traces, sink=sink, stop=stop))
+
+
+async def run_async(
+    spec: RunSpec,
+    *,
+    traces: Sequence[Trace] | None = None,
+    sink: Sink | None = None,
+    stop: threading.Event | asyncio.Event | None = None,
+) -> RunResult:
+    """`run` for callers already inside an event loop. A simulated target runs inline (it
+    never awaits), so prefer `run` for those."""
+    target = spec.target
+    if isinstance(target, SimulatedTarget):
+        thread_stop = stop if isinstance(stop, threading.Event) else None
+        return _simulate(spec, target, traces, sink, thread_stop)
+    loaded = list(traces) if traces is not None else load_workload(spec.workload, seed=spec.seed)
+    info = await preflight(
+        target.url,
+        model=target.model,
+        api_key=target.api_key_value,
+        headers=target.headers,
+        want_worker_id=target.want_worker_id,
+        timeout_s=target.connect_timeout_s,
+    )
+    await probe_affinity(
+        target.url,
+        model=target.model,
+        affinity=spec.engine_config().affinity,
+        api_key=target.api_key_value,
+        headers=target.headers,
+    )
+    unavailable: dict[str, str] = {}
+    if not info.reports_cached_tokens:
+        unavailable["prefix_cache_hit_ratio"] = (
+            "the endpoint reports no usage.prompt_tokens_details.cached_tokens"
+        )
+    if not info.reports_usage:
+        unavailable["output_tokens"] = "the endpoint reports no usage: counted from chunks"
+    if sink is not None:
+        for metric, why in unavailable.items():
+            sink.log("warning", f"{metric} unavailable: {why}")
+    async_stop = asyncio.Event()
+    relay = asyncio.create_task(_relay(stop, async_stop)) if stop is not None else None
+    try:
+        result = await replay_live(loaded, _live_config(spec, target), sink=sink, stop=async_stop)
+    finally:
+        if relay is not None:
+            relay.cancel()
+    summary = cast(Summary, result.summary)
+    if unavailable:
+        summary["unavailable"] = unavailable
+        if "prefix_cache_hit_ratio" in unavailable:
+            summary["prefix_cache_hit_ratio"] = None
+    return _finish(summary, result.stopped_reason)
+
+
+async def _relay(source: threading.Event | asyncio.Event, target: asyncio.Event) -> None:
+    if isinstance(source, asyncio.Event):
+        await source.wait()
+    else:
+        while not source.is_set():
+            await asyncio.sleep(_STOP_POLL_S)
+    target.set()
+
+
+def _simulate(
+    spec: RunSpec,
+    target: SimulatedTarget,
+    traces: Sequence[Trace] | None,
+    sink: Sink | None,
+    stop: threading.Event | None,
+) -> RunResult:
+    loaded = list(traces) if traces is not None else load_workload(spec.workload, seed=spec.seed)
+    trees = [tree for trace in loaded for tree in trace.trees]
+    config = SimConfig(
+        replay=spec.replay_config(),
+        engine=spec.engine_config(),
+        cluster=target.cluster_config(seed=spec.seed),
+        isolate_trees=spec.isolate_trees,
+        snapshot_interval_s=target.snapshot_interval_s,
+        slo_ms=spec.slo_ms,
+    )
+    result = simulate(trees, config, sink=sink, stop=stop)
+    reason = "cancelled" if result.cancelled else None
+    return _finish(cast(Summary, result.summary), reason)
+
+
+def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:
+    return LiveConfig(
+        endpoint=target.url,
+        model=target.model,
+        api_key=target.api_key_value,
+        headers=tuple(target.headers.items()),
+        replay=spec.replay_config(),
+        engine=spec.engine_config(),
+        timeouts=target.timeouts,
+        isolate_trees=spec.isolate_trees,
+        want_worker_id=target.want_worker_id,
+        failure_threshold=target.failure_threshold,
+        snapshot_interval_s=spec.snapshot_interval_s,
+        slo_ms=spec.slo_ms,
+    )
+
+
+def _finish(summary: Summary, stopped_reason: str | None) -> RunResult:
+    status: Literal["succeeded", "failed", "cancelled"] = "succeeded"
+    if stopped_reason == "cancelled":
+        status = "cancelled"
+    elif stopped_reason is not None:
+        status = "failed"
+    summary["status"] = status
+    summary["stopped_reason"] = stopped_reason
+    return RunResult(summary=summary, status=status, stopped_reason=stopped_reason)

@@ -1,0 +1,418 @@
+"""The run specification: everything one run needs, validated once, frozen, JSON round-trip.
+
+The CLI builds it from its arguments, the web service from its forms, API bodies and stored
+scenarios; below this point nobody reads raw dicts or argparse namespaces. It owns validation
+and the mapping onto the engine's internal config objects; it never runs anything.
+
+The endpoint's API key is a secret: it is held as `SecretStr` and left out of every
+serialization (JSON, `model_dump`), so a stored or exported spec never carries it. Callers
+that persist specs keep the key elsewhere (the service encrypts it) and attach it at run time
+with `with_api_key`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from runner.affinity.emitters import AffinityConfig, AffinityKind, HeaderSource, Scope
+from runner.client import Timeouts
+from runner.cluster import ClusterConfig
+from runner.cluster.config import DynamoVersion, RouterMode
+from runner.errors import SpecError
+from runner.replay.engine import EngineConfig
+from runner.replay.scheduler import ReplayConfig
+from runner.routing.router import Policy
+from runner.trace import SyntheticConfig
+
+__all__ = [
+    "ARRIVALS",
+    "TIMING_MODES",
+    "EndpointTarget",
+    "RunSpec",
+    "SimulatedTarget",
+    "Target",
+    "Workload",
+    "parse_spec",
+]
+
+Timing = Literal["lanes", "rate", "schedule", "closed"]
+Arrival = Literal["poisson", "constant", "gamma"]
+Joins = Literal["recorded", "strict"]
+AffinityActions = Literal["bind", "open"]
+CloseOn = Literal["tree-final", "root-final"]
+PolicyName = Literal["spawn-pin", "legacy", "least-loaded"]
+AffinityName = Literal["none", "dynamo-nvext", "dynamo-headers", "header"]
+
+# The CLI derives its option choices from these, so a value is never listed twice.
+TIMING_MODES: tuple[str, ...] = get_args(Timing)
+ARRIVALS: tuple[str, ...] = get_args(Arrival)
+JOINS: tuple[str, ...] = get_args(Joins)
+POLICIES: tuple[str, ...] = get_args(PolicyName)
+AFFINITIES: tuple[str, ...] = get_args(AffinityName)
+SCOPES: tuple[str, ...] = get_args(Scope)
+HEADER_SOURCES: tuple[str, ...] = get_args(HeaderSource)
+AFFINITY_ACTIONS: tuple[str, ...] = get_args(AffinityActions)
+CLOSE_ON: tuple[str, ...] = get_args(CloseOn)
+ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
+DYNAMO_VERSIONS: tuple[str, ...] = get_args(DynamoVersion)
+
+# Every float in a spec is finite: an Infinity duration or NaN rate is a typo, not a wish.
+_MODEL = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+PositiveSeconds = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(ge=1)]
+
+
+class Workload(BaseModel):
+    """What to replay: trace files (format detected from the content), the synthetic
+    generator, or both. Neither given means the synthetic generator with its defaults."""
+
+    model_config = _MODEL
+
+    traces: tuple[str, ...] = Field(default=(), description="trace file paths to replay")
+    synthetic: SyntheticConfig | None = Field(
+        default=None, description="synthetic agentic generator parameters"
+    )
+
+    @property
+    def uses_synthetic(self) -> bool:
+        return self.synthetic is not None or not self.traces
+
+
+class EndpointTarget(BaseModel):
+    """A live OpenAI-compatible endpoint, replayed over HTTP on the wall clock."""
+
+    model_config = _MODEL
+
+    kind: Literal["endpoint"] = "endpoint"
+    url: str = Field(description="base URL, e.g. http://127.0.0.1:8100 (or .../v1)")
+    model: str = Field(min_length=1, max_length=512, description="model name to request")
+    # Never serialized: see the module docstring.
+    api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="extra headers on every request"
+    )
+    connect_timeout_s: PositiveSeconds = 10.0
+    read_timeout_s: PositiveSeconds = Field(
+        default=300.0, description="first-byte and stall timeout per request"
+    )
+    want_worker_id: bool = Field(
+        default=True, description="ask for nvext.worker_id (Dynamo; the built-in mock honours it)"
+    )
+    failure_threshold: int = Field(
+        default=50, ge=0, description="stop after this many consecutive failures (0: never)"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{url!r} is not an http(s) URL with a host")
+        return url.rstrip("/")
+
+    @field_validator("headers")
+    @classmethod
+    def _header_names(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if not name or any(c in name for c in " :\r\n\t") or any(c in value for c in "\r\n"):
+                raise ValueError(f"header {name!r} is not a valid NAME: VALUE pair")
+        return headers
+
+    @property
+    def timeouts(self) -> Timeouts:
+        return Timeouts(connect_s=self.connect_timeout_s, read_s=self.read_timeout_s)
+
+    @property
+    def api_key_value(self) -> str | None:
+        return None if self.api_key is None else self.api_key.get_secret_value()
+
+
+class SimulatedTarget(BaseModel):
+    """The simulated inference cluster, replayed in virtual time (an hour in seconds)."""
+
+    model_config = _MODEL
+
+    kind: Literal["simulated"] = "simulated"
+    workers: int = Field(default=8, ge=1, le=4096, description="inference workers")
+    router: RouterMode = Field(default="round-robin", description="frontend router mode")
+    dp_ranks: int = Field(default=1, ge=1, le=64, description="data-parallel ranks per worker")
+    time_scale: float = Field(
+        default=1.0, ge=0, le=1000, description="multiplies every modelled latency; 0 = instant"
+    )
+    block_size: int = Field(default=64, ge=1, le=65536, description="prefix-cache block, tokens")
+    cache_blocks: int = Field(
+        default=16384, ge=1, le=100_000_000, description="prefix-cache blocks per worker rank"
+    )
+    max_num_seqs: int = Field(default=256, ge=1, le=65536, description="batch slots per rank")
+    dynamo_version: DynamoVersion = Field(
+        default="1.3", description="session_control dialect: 1.2 rejects bind with HTTP 400"
+    )
+    session_control_kv_only: bool = Field(
+        default=False, description="honour session_control only with the kv routers"
+    )
+    header_affinity_ttl_s: PositiveSeconds | None = Field(
+        default=None, description="X-Dynamo-Session-ID affinity idle TTL; None = off"
+    )
+    # Virtual time runs hundreds of times faster than the wall: a snapshot per simulated
+    # second would be thousands per run, so simulated runs report on their own interval.
+    snapshot_interval_s: float = Field(
+        default=10.0, gt=0, le=86_400, description="simulated seconds between snapshots"
+    )
+
+    def cluster_config(self, *, seed: int) -> ClusterConfig:
+        return ClusterConfig(
+            workers=self.workers,
+            dp_ranks=self.dp_ranks,
+            router=self.router,
+            time_scale=self.time_scale,
+            block_size_tokens=self.block_size,
+            capacity_blocks=self.cache_blocks,
+            max_num_seqs=self.max_num_seqs,
+            dynamo_version=self.dynamo_version,
+            honour_session_control=not self.session_control_kv_only,
+            header_affinity_ttl_s=self.header_affinity_ttl_s,
+            seed=seed,
+        )
+
+
+Target = Annotated[EndpointTarget | SimulatedTarget, Field(discriminator="kind")]
+
+
+class RunSpec(BaseModel):
+    """One run: workload, timing, stop conditions, routing, affinity, SLOs and target.
+
+    Knobs are flat so that overrides (`{"duration_s": 20}`) name them directly.
+    """
+
+    model_config = _MODEL
+
+    workload: Workload = Field(default_factory=Workload)
+
+    # -- timing (PRODUCT.md §4.2)
+    timing: Timing = Field(
+        default="lanes",
+        description="lanes: N lanes each replaying one tree; rate: trees arrive at rate_per_s; "
+        "schedule: trees start at their recorded timestamps; closed: each lane sends the next "
+        "turn when the previous returns",
+    )
+    concurrency: int = Field(
+        default=16, ge=1, le=100_000, description="lanes, or the cap on active trees (rate)"
+    )
+    rate_per_s: PositiveSeconds | None = Field(
+        default=None, description="tree arrivals per second (timing=rate)"
+    )
+    arrival: Arrival = Field(default="poisson", description="inter-arrival distribution (rate)")
+    burstiness: float = Field(
+        default=1.0, gt=0, le=1000, description="gamma shape: < 1 burstier, 1 poisson-like"
+    )
+    speedup: float = Field(default=1.0, gt=0, le=1e6, description="divides every recorded delay")
+    start_window: tuple[float, float] = Field(
+        default=(0.0, 0.0),
+        description="fractions of a tree's span where a lane's first tree starts (t*)",
+    )
+    joins: Joins = Field(
+        default="recorded", description="recorded: parents keep their clock; strict: they wait"
+    )
+    warmup_s: float = Field(default=0.0, ge=0, description="requests issued before are unmeasured")
+    prime: bool = Field(
+        default=False, description="send each live stream's last turn before t* first (unmeasured)"
+    )
+
+    # -- stop conditions
+    duration_s: PositiveSeconds | None = Field(
+        default=None, description="stop issuing after this run time (s)"
+    )
+    max_requests: Count | None = Field(default=None, description="stop after this many requests")
+    max_trees: Count | None = Field(default=None, description="start at most this many trees")
+
+    # -- client-side routing (§4.4)
+    policy: PolicyName = Field(default="spawn-pin", description="sticky routing policy")
+    client_workers: int = Field(
+        default=8, ge=1, le=4096, description="client workers, each caching its sessions"
+    )
+
+    # -- server-side affinity (§4.5)
+    affinity: AffinityName = Field(default="none", description="what requests carry")
+    scope: Scope = Field(
+        default="conversation", description="dynamo-nvext key: own id or the tree root's id"
+    )
+    affinity_timeout_s: int = Field(default=300, ge=1, le=86_400, description="bind timeout")
+    affinity_actions: AffinityActions = Field(
+        default="bind", description="bind (Dynamo >= 1.3) or open (1.2.x)"
+    )
+    close_on: CloseOn = Field(
+        default="tree-final", description="lineage close discipline; root-final shows the hazard"
+    )
+    header_name: str = Field(default="X-Session-ID", description="header for affinity=header")
+    header_source: HeaderSource = Field(default="own", description="id affinity=header carries")
+
+    # -- SLOs for goodput (a request is good when it meets every one set)
+    slo_ttft_ms: PositiveSeconds | None = None
+    slo_itl_ms: PositiveSeconds | None = None
+    slo_latency_ms: PositiveSeconds | None = None
+
+    seed: int = Field(default=0, ge=0, le=2**63 - 1, description="every random choice")
+    isolate_trees: bool = Field(
+        default=True,
+        description="a marker per replayed tree instance: two lanes never share prefix cache",
+    )
+    snapshot_interval_s: float = Field(
+        default=1.0, gt=0, le=3600, description="run time between live snapshots"
+    )
+
+    target: Target = Field(default_factory=SimulatedTarget)
+
+    @field_validator("start_window")
+    @classmethod
+    def _window(cls, window: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = window
+        if not 0.0 <= lo <= hi <= 1.0:
+            raise ValueError(f"{lo}:{hi} is not LO:HI with 0 <= LO <= HI <= 1")
+        return window
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunSpec:
+        if self.timing == "rate" and self.rate_per_s is None:
+            raise ValueError("timing 'rate' needs rate_per_s (tree arrivals per second)")
+        if self.target.kind == "endpoint" and not (
+            self.duration_s or self.max_requests or self.max_trees
+        ):
+            raise ValueError("a live run needs a stop: duration_s, max_requests or max_trees")
+        if self.affinity == "header":
+            AffinityConfig(kind=AffinityKind.HEADER, header_name=self.header_name)
+        return self
+
+    # -- derived engine configs ------------------------------------------------------------
+
+    @property
+    def slo_ms(self) -> dict[str, float]:
+        slos = {
+            "ttft_ms": self.slo_ttft_ms,
+            "itl_ms": self.slo_itl_ms,
+            "latency_ms": self.slo_latency_ms,
+        }
+        return {name: value for name, value in slos.items() if value is not None}
+
+    def replay_config(self) -> ReplayConfig:
+        return ReplayConfig(
+            concurrency=self.concurrency,
+            duration_s=self.duration_s,
+            max_requests=self.max_requests,
+            max_trees=self.max_trees,
+            start_window=self.start_window,
+            joins=self.joins,
+            speedup=self.speedup,
+            warmup_s=self.warmup_s,
+            prime=self.prime,
+            seed=self.seed,
+            **_timing_fields(self),
+        )
+
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig(
+            policy=Policy(self.policy),
+            client_workers=self.client_workers,
+            affinity=AffinityConfig(
+                kind=AffinityKind(self.affinity),
+                scope=self.scope,
+                timeout_s=self.affinity_timeout_s,
+                actions=self.affinity_actions,
+                close_on=self.close_on,
+                header_name=self.header_name,
+                header_source=self.header_source,
+            ),
+        )
+
+    # -- changing a spec ---------------------------------------------------------------------
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> RunSpec:
+        """A new validated spec: `overrides` replace top-level knobs; a dict given for
+        `workload` or `target` updates that object's fields (switching `target.kind` replaces
+        it). Raises SpecError naming each bad field."""
+        data = self.model_dump(mode="json")
+        for name, value in overrides.items():
+            current = data.get(name)
+            if isinstance(value, Mapping) and isinstance(current, dict):
+                if value.get("kind", current.get("kind")) != current.get("kind"):
+                    data[name] = dict(value)
+                else:
+                    data[name] = {**current, **value}
+            else:
+                data[name] = value
+        spec = parse_spec(data)
+        old, new = self.target, spec.target
+        if (
+            isinstance(old, EndpointTarget)
+            and isinstance(new, EndpointTarget)
+            and new.api_key is None
+            and new.url == old.url
+        ):
+            spec = spec.with_api_key(old.api_key_value)
+        return spec
+
+    def with_api_key(self, api_key: str | None) -> RunSpec:
+        """The same spec with the endpoint's secret attached (a no-op for simulated runs)."""
+        if not isinstance(self.target, EndpointTarget):
+            return self
+        secret = None if api_key is None else SecretStr(api_key)
+        return self.model_copy(
+            update={"target": self.target.model_copy(update={"api_key": secret})}
+        )
+
+
+def _timing_fields(spec: RunSpec) -> dict[str, Any]:
+    """The timing knobs the scheduler takes, passed only when they differ from lanes so a
+    scheduler without a mode still accepts the default spec."""
+    fields: dict[str, Any] = {}
+    if spec.timing != "lanes" or spec.rate_per_s is not None:
+        fields.update(
+            timing=spec.timing,
+            rate_per_s=spec.rate_per_s,
+            arrival=spec.arrival,
+            burstiness=spec.burstiness,
+        )
+    return fields
+
+
+def parse_spec(data: Mapping[str, Any] | str | bytes) -> RunSpec:
+    """Validate a dict or JSON text into a RunSpec; SpecError with every problem on one line,
+    each prefixed by its field (`duration_s: must be greater than 0`). `SpecError.fields`
+    maps field paths to messages for forms that show them next to the field."""
+    try:
+        if isinstance(data, str | bytes):
+            return RunSpec.model_validate_json(data)
+        return RunSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        fields: dict[str, str] = {}
+        for error in exc.errors(include_url=False):
+            loc = ".".join(str(part) for part in error["loc"] if not _is_union_tag(part))
+            fields.setdefault(loc or "spec", _clean_message(error["msg"]))
+        raise SpecError(
+            "invalid run spec: " + "; ".join(f"{name}: {msg}" for name, msg in fields.items()),
+            fields=fields,
+        ) from None
+
+
+def _is_union_tag(part: int | str) -> bool:
+    # Discriminated unions add the tag to the location ("target.endpoint.url"): drop it.
+    return part in ("endpoint", "simulated")
+
+
+def _clean_message(message: str) -> str:
+    message = message.removeprefix("Value error, ")
+    # One line whatever the input held; long echoed values shortened.
+    message = " ".join(message.split())
+    return message if len(message) <= 200 else message[:197] + "..."
