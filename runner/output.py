@@ -16,6 +16,7 @@ import resource
 from typing import Final, Literal, Protocol, TypedDict
 
 from runner.metrics import LatencyTimeSeries, RequestRecord, RunMetrics, SeriesPoint
+from runner.metrics.aggregate import RequestStats
 from runner.metrics.histogram import PercentileSummary
 from runner.metrics.records import RequestRecordJson
 from runner.replay.engine import Engine
@@ -31,6 +32,7 @@ __all__ = [
     "Snapshot",
     "SnapshotBuilder",
     "Summary",
+    "summary_figures",
 ]
 
 RunStatus = Literal["succeeded", "failed", "cancelled"]
@@ -143,6 +145,28 @@ class Summary(TypedDict, total=False):
     status: RunStatus
     stopped_reason: str | None
     unavailable: dict[str, str]  # metric -> why the target could not provide it
+    goodput: Goodput
+    schedule_lag_ms: Percentiles
+    by_depth: dict[str, GroupFigures]  # "0", "1", "2", "3+"
+    by_branch_mode: dict[str, GroupFigures]  # "root", "fork", "spawn"
+
+
+class Goodput(TypedDict):
+    slo_ms: dict[str, float]  # the thresholds set; a request is good when it meets them all
+    good_requests: int
+    good_ratio: float | None
+    goodput_per_s: float | None
+
+
+class GroupFigures(TypedDict):
+    """Latency and cache figures of one slice of the requests (a depth, a branch mode)."""
+
+    requests: int
+    errors: int
+    prefix_cache_hit_ratio: float | None
+    ttft_ms: Percentiles
+    itl_ms: Percentiles
+    latency_ms: Percentiles
 
 
 class Sink(Protocol):
@@ -175,8 +199,44 @@ class ListSink:
         self.lines.append((level, message))
 
 
+def summary_figures(metrics: RunMetrics, *, elapsed_s: float) -> Summary:
+    """The summary keys both clocks derive from their metrics alone: goodput, schedule lag,
+    and latency by tree depth and branch mode (where FORK and SPAWN children differ)."""
+    overall = metrics.overall
+    return {
+        "goodput": {
+            "slo_ms": metrics.slo_ms,
+            "good_requests": overall.good,
+            "good_ratio": _round(overall.good / overall.requests, 4) if overall.requests else None,
+            "goodput_per_s": _round(metrics.throughput(elapsed_s)["goodput_per_s"]),
+        },
+        "schedule_lag_ms": _percentiles(metrics.schedule_lag_ms.summary()),
+        "by_depth": {
+            label: _group(stats) for label, stats in metrics.by_depth.items() if stats.requests
+        },
+        "by_branch_mode": {
+            mode: _group(stats) for mode, stats in metrics.by_branch_mode.items() if stats.requests
+        },
+    }
+
+
+def _group(stats: RequestStats) -> GroupFigures:
+    return {
+        "requests": stats.requests,
+        "errors": stats.errors,
+        "prefix_cache_hit_ratio": _round(stats.prefix_cache_hit_ratio, 4),
+        "ttft_ms": _percentiles(stats.ttft_ms.summary()),
+        "itl_ms": _percentiles(stats.itl_ms.summary()),
+        "latency_ms": _percentiles(stats.latency_ms.summary()),
+    }
+
+
 def _percentiles(summary: PercentileSummary) -> Percentiles:
-    return {"p50": summary["p50"], "p90": summary["p90"], "p99": summary["p99"]}
+    return {
+        "p50": _round(summary["p50"]),
+        "p90": _round(summary["p90"]),
+        "p99": _round(summary["p99"]),
+    }
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

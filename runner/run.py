@@ -18,7 +18,7 @@ from runner.client import preflight
 from runner.errors import SpecError
 from runner.live import LiveConfig, replay_live
 from runner.live.probe import probe_affinity
-from runner.output import RunStatus, Sink, Summary
+from runner.output import RunStatus, Sink, Summary, summary_figures
 from runner.sim.simulator import SimConfig, simulate
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
@@ -110,6 +110,7 @@ async def run_async(
         if relay is not None:
             relay.cancel()
     summary = cast(Summary, result.summary)
+    summary.update(summary_figures(result.metrics, elapsed_s=summary_elapsed(summary)))
     if unavailable:
         summary["unavailable"] = unavailable
         if "prefix_cache_hit_ratio" in unavailable:
@@ -145,7 +146,9 @@ def _simulate(
     )
     result = simulate(trees, config, sink=sink, stop=stop)
     reason = "cancelled" if result.cancelled else None
-    return _finish(cast(Summary, result.summary), reason)
+    summary = cast(Summary, result.summary)
+    summary.update(summary_figures(result.metrics, elapsed_s=summary_elapsed(summary)))
+    return _finish(summary, reason)
 
 
 def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:
@@ -163,6 +166,11 @@ def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:
         snapshot_interval_s=spec.snapshot_interval_s,
         slo_ms=spec.slo_ms,
     )
+
+
+def summary_elapsed(summary: Summary) -> float:
+    elapsed = cast(dict[str, object], summary).get("elapsed_s")
+    return float(elapsed) if isinstance(elapsed, int | float) else 0.0
 
 
 def _finish(summary: Summary, stopped_reason: str | None) -> RunResult:

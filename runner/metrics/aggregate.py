@@ -35,7 +35,7 @@ __all__ = [
 # per depth stops being readable.
 DEPTH_LABELS: Final = ("0", "1", "2", "3+")
 SLO_METRICS: Final = ("ttft_ms", "itl_ms", "latency_ms")
-_SNAPSHOT_VERSION: Final = 1
+_SNAPSHOT_VERSION: Final = 2
 
 
 class Throughput(TypedDict):
@@ -125,6 +125,7 @@ class RunSnapshot(TypedDict):
     client_workers: ClientWorkersDict
     inference_workers: InferenceWorkersDict
     child_first_turn_tokens: list[int]  # [prompt tokens, cached tokens]
+    schedule_lag_ms: HistogramDict
 
 
 def _ratio(numerator: int, denominator: int) -> float | None:
@@ -372,6 +373,8 @@ class RunMetrics:
         # prefix its tree already computed, or land elsewhere and prefill it again?).
         self.child_first_prompt_tokens = 0
         self.child_first_cached_tokens = 0
+        # Send time minus scheduled time over every counted request: the client's own lag.
+        self.schedule_lag_ms = LatencyHistogram()
 
     # -- feeding ---------------------------------------------------------------------------
 
@@ -389,6 +392,8 @@ class RunMetrics:
             and (ttft_ms is None or ttft_ms <= self._ttft_limit_ms)
             and (itl_ms is None or itl_ms <= self._itl_limit_ms)
         )
+        if record.due_s is not None:
+            self.schedule_lag_ms.record(max(0.0, (record.start_s - record.due_s) * 1000.0))
         depth_stats = self._by_depth[_depth_index(record.depth)]
         mode_stats = self._by_mode[record.branch_mode]
         # The overall group is the merge of the depth groups, built when read: feeding it
@@ -434,6 +439,7 @@ class RunMetrics:
         self._overall_stale = True
         self.child_first_prompt_tokens += other.child_first_prompt_tokens
         self.child_first_cached_tokens += other.child_first_cached_tokens
+        self.schedule_lag_ms.merge(other.schedule_lag_ms)
         for mine, theirs in zip(self._by_depth, other._by_depth, strict=True):
             mine.merge(theirs)
         for mode, stats in self._by_mode.items():
@@ -563,6 +569,7 @@ class RunMetrics:
                 self.child_first_prompt_tokens,
                 self.child_first_cached_tokens,
             ],
+            "schedule_lag_ms": self.schedule_lag_ms.to_dict(),
         }
 
     @classmethod
@@ -575,6 +582,7 @@ class RunMetrics:
         metrics.warmup_requests = data["warmup_requests"]
         prompt, cached = data.get("child_first_turn_tokens", [0, 0])
         metrics.child_first_prompt_tokens, metrics.child_first_cached_tokens = prompt, cached
+        metrics.schedule_lag_ms = LatencyHistogram.from_dict(data["schedule_lag_ms"])
         depth_labels = set(data["by_depth"]) - set(DEPTH_LABELS)
         mode_labels = set(data["by_branch_mode"]) - set(BRANCH_MODE_NAMES)
         if depth_labels or mode_labels:

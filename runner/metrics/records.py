@@ -55,9 +55,11 @@ class RequestRecordJson(TypedDict):
     status: int | None
     error: ErrorCategory | None
     warmup: bool
+    due_s: float | None
     ttft_ms: float | None
     latency_ms: float
     output_tokens_per_s: float | None
+    schedule_lag_ms: float | None
 
 
 def branch_mode_name(credit: Credit) -> BranchModeName:
@@ -92,6 +94,7 @@ class RequestRecord:
     status: int | None = None  # HTTP status; None when no response arrived
     error: ErrorCategory | None = None
     warmup: bool = False
+    due_s: float | None = None  # when the replay's timing wanted it sent; None: not scheduled
 
     @classmethod
     def from_credit(
@@ -133,6 +136,7 @@ class RequestRecord:
             itl_ms=itl_ms,
             status=status,
             error=error,
+            due_s=credit.due_s,
         )
 
     @property
@@ -148,6 +152,14 @@ class RequestRecord:
     @property
     def latency_ms(self) -> float:
         return (self.end_s - self.start_s) * 1000.0
+
+    @property
+    def schedule_lag_ms(self) -> float | None:
+        """How late the request went out against its schedule: when the client, not the
+        server, is the limit this grows. Never negative (early sends count as on time)."""
+        if self.due_s is None:
+            return None
+        return max(0.0, (self.start_s - self.due_s) * 1000.0)
 
     @property
     def output_tokens_per_s(self) -> float | None:
@@ -188,9 +200,11 @@ class RequestRecord:
             "status": self.status,
             "error": self.error,
             "warmup": self.warmup,
+            "due_s": self.due_s,
             "ttft_ms": self.ttft_ms,
             "latency_ms": self.latency_ms,
             "output_tokens_per_s": self.output_tokens_per_s,
+            "schedule_lag_ms": self.schedule_lag_ms,
         }
 
     @classmethod
@@ -219,6 +233,7 @@ class RequestRecord:
                 status=_optional(data, "status", _int),
                 error=_optional(data, "error", _error_category),
                 warmup=_bool(data, "warmup"),
+                due_s=_optional(data, "due_s", _float),
             )
         except KeyError as missing:
             raise ValueError(f"request record lacks {missing.args[0]!r}") from None
