@@ -10,14 +10,9 @@ import argparse
 import sys
 import time
 
-from runner.affinity.emitters import AffinityConfig, AffinityKind
 from runner.cli.output import print_json
-from runner.cluster import ClusterConfig
-from runner.replay.engine import EngineConfig
-from runner.replay.scheduler import ReplayConfig
-from runner.routing.router import Policy
-from runner.sim.simulator import SimConfig, simulate
-from runner.trace import SyntheticConfig, generate_synthetic
+from runner.run import run as run_spec
+from runner.spec import RunSpec, parse_spec
 
 _COLUMNS = (
     ("requests", "requests"),
@@ -57,30 +52,43 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    trees = generate_synthetic(SyntheticConfig(seed=args.seed)).trees
+def demo_specs(
+    *, concurrency: int, duration_s: float, server_workers: int, seed: int
+) -> dict[str, RunSpec]:
+    """The four runs, as specs: what the web service's demo scenario launches too."""
     # Rootless and gated lanes (t* anywhere in a tree) are where legacy routing bounces.
-    replay = ReplayConfig(
+    base = parse_spec(
+        {
+            "workload": {"synthetic": {"seed": seed}},
+            "concurrency": concurrency,
+            "duration_s": duration_s,
+            "start_window": (0.0, 1.0),
+            "prime": True,
+            "seed": seed,
+            "target": {"kind": "simulated", "workers": server_workers, "router": "round-robin"},
+        }
+    )
+    return {
+        "legacy": base.with_overrides({"policy": "legacy"}),
+        "spawn-pin": base.with_overrides({"policy": "spawn-pin"}),
+        "conversation": base.with_overrides({"affinity": "dynamo-nvext", "scope": "conversation"}),
+        "lineage": base.with_overrides({"affinity": "dynamo-nvext", "scope": "lineage"}),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    specs = demo_specs(
         concurrency=args.concurrency,
         duration_s=args.duration,
-        start_window=(0.0, 1.0),
-        prime=True,
+        server_workers=args.server_workers,
         seed=args.seed,
     )
-    cluster = ClusterConfig(workers=args.server_workers, router="round-robin", seed=args.seed)
-    nvext = AffinityKind.DYNAMO_NVEXT
-    runs = {
-        "legacy": EngineConfig(policy=Policy.LEGACY),
-        "spawn-pin": EngineConfig(policy=Policy.SPAWN_PIN),
-        "conversation": EngineConfig(affinity=AffinityConfig(kind=nvext, scope="conversation")),
-        "lineage": EngineConfig(affinity=AffinityConfig(kind=nvext, scope="lineage")),
-    }
     results: dict[str, dict[str, object]] = {}
-    for name, engine in runs.items():
+    for name, spec in specs.items():
         started = time.perf_counter()
         sys.stderr.write(f"simulating {name} ... ")
         sys.stderr.flush()
-        summary = simulate(trees, SimConfig(replay=replay, engine=engine, cluster=cluster)).summary
+        summary: dict[str, object] = dict(run_spec(spec).summary)
         sys.stderr.write(f"{time.perf_counter() - started:.1f} s\n")
         results[name] = {key: summary[key] for key, _ in _COLUMNS}
     if args.json:
