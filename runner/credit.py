@@ -14,7 +14,6 @@ from runner.trace.model import BranchMode, Tree, Turn
 __all__ = ["Credit"]
 
 _FORK = BranchMode.FORK  # enum member lookups are slow on hot paths
-_SPAWN = BranchMode.SPAWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +30,10 @@ class Credit:
     has_branches: bool = False  # the turn declares any branch, FORK or SPAWN
     is_parent_final: bool | None = None  # parent already issued its final turn (parent = root only)
     is_tree_final: bool = False  # provably the last request of its whole tree
+    # Run time the scheduler issued it at, and the instant it was due (by the replay's timing
+    # mode). Drivers measure the schedule lag as their actual send time minus `due_s`.
     issued_at_s: float = 0.0
+    due_s: float = 0.0
     warmup: bool = False
     # A priming request (replay from t*): the stream's last turn before t*, sent once with a
     # one-token answer to warm caches, affinity and sticky entries; never measured.
@@ -48,7 +50,3 @@ class Credit:
     @property
     def is_fork_child(self) -> bool:
         return self.parent_id is not None and self.branch_mode is _FORK
-
-    @property
-    def is_spawn_child(self) -> bool:
-        return self.parent_id is not None and self.branch_mode is _SPAWN

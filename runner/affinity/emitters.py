@@ -87,8 +87,10 @@ class AffinityEmitter:
     def __init__(self, config: AffinityConfig) -> None:
         self.config = config
         # Dynamo 1.2.x `open` is not idempotent, so each client worker opens a key once and
-        # sends bare follows after; the set is per worker because a tree spans workers.
-        self._opened: set[tuple[int, str]] = set()
+        # sends bare follows after: key -> the client workers that opened it (a tree, or a
+        # bounced session, spans workers). A close forgets the key for every worker, as the
+        # server unbinds it for all.
+        self._opened: dict[str, set[int]] = {}
 
     def decide(self, credit: Credit, *, client_worker: int) -> AffinityDecision:
         config = self.config
@@ -119,22 +121,36 @@ class AffinityEmitter:
             key = credit.session_id
             closing = credit.is_final_turn
         if closing:
-            self._opened.discard((client_worker, key))
+            self._opened.pop(key, None)
             return AffinityDecision(key, _CLOSE, {"session_id": key, "action": "close"})
         if config.actions == "bind":
             # Every bind refreshes the server's TTL, so long think times never expire it.
             control = {"session_id": key, "action": "bind", "timeout": config.timeout_s}
             return AffinityDecision(key, _BIND, control)
-        opened = (client_worker, key)
-        if opened in self._opened:
+        opened = self._opened.get(key)
+        if opened is None:
+            self._opened[key] = {client_worker}
+        elif client_worker in opened:
             return AffinityDecision(key, _FOLLOW, {"session_id": key})
-        self._opened.add(opened)
+        else:
+            opened.add(client_worker)
         control = {"session_id": key, "action": "open", "timeout": config.timeout_s}
         return AffinityDecision(key, _OPEN, control)
 
     def forget(self, key: str) -> None:
-        """A session (conversation scope) or tree (lineage) ended without a close."""
-        self._opened = {item for item in self._opened if item[1] != key}
+        """Nothing more is sent under `key` (its tree drained) and it was not closed."""
+        self._opened.pop(key, None)
+
+    def session_ended(self, session_id: str) -> None:
+        """A session ended without its final turn: under conversation scope its own key is
+        done (under lineage the tree's key lives on until the tree drains)."""
+        if self.config.scope == "conversation":
+            self._opened.pop(session_id, None)
+
+    @property
+    def tracked_keys(self) -> int:
+        """Keys remembered as opened (bounded by live sessions when nothing leaks)."""
+        return len(self._opened)
 
 
 def merge_nvext(body: Mapping[str, Any] | None, decision: AffinityDecision) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """Books of the affinity keys a run binds and closes, and of early closes.
 
-An early close is a close sent for a key while another session bound under that key still has
-requests to send (PRODUCT.md §4.7): under lineage it must never happen. Pure bookkeeping fed
-with each request's decision; it does not decide anything.
+An early close is a close after which the tree still issues a request under that key: a session
+bound under it still had requests to send when it was closed (PRODUCT.md §4.7), or a session
+that had not sent yet (a child spawned and waiting on its delay) sends under it later. Under
+lineage it must never happen. Pure bookkeeping fed with each request's decision; it does not
+decide anything.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ class AffinityLedger:
         self.binds = 0
         self.closes = 0
         self.early_closes = 0
-        self.follows = 0
         # key -> sessions that sent a request under it and still have turns to send
         self._live: dict[str, set[str]] = {}
+        # Tree keys closed while no session known here had turns left: a request under one of
+        # them later makes that close early after all. Forgotten when the tree drains.
+        self._closed: set[str] = set()
         self._bound: set[str] = set()
         self._abandoned = 0  # keys whose users all ended without a close (left to the TTL)
         self._key_of: dict[str, str] = {}  # live session -> the key it sends under
@@ -32,20 +36,28 @@ class AffinityLedger:
         action = decision.action
         if key is None or action is None:
             return
+        closed = self._closed
+        if closed and key in closed:
+            closed.discard(key)
+            self.early_closes += 1  # the tree still sends under a key it closed
         live = self._live.get(key)
         if action is _CLOSE:
             self.closes += 1
             self._key_of.pop(credit.session_id, None)
+            early = False
             if live is not None:
                 live.discard(credit.session_id)
-                if live:
-                    self.early_closes += 1
+                early = bool(live)
                 del self._live[key]
+            if early:
+                self.early_closes += 1
+            elif key == credit.root_id:
+                # Only the root's id can be sent under again by another session of the tree
+                # (the lineage key); a child's own key never is, so it is not remembered.
+                closed.add(key)
             self._bound.discard(key)
             return
-        if action is _FOLLOW:
-            self.follows += 1
-        else:
+        if action is not _FOLLOW:
             self.binds += 1
             self._bound.add(key)
         if live is None:
@@ -74,6 +86,7 @@ class AffinityLedger:
         """Nothing more will be sent under `key` (its tree drained): drop its books, counting
         it as left bound if it was never closed."""
         self._live.pop(key, None)
+        self._closed.discard(key)
         if key in self._bound:
             self._bound.discard(key)
             self._abandoned += 1
@@ -81,7 +94,7 @@ class AffinityLedger:
     @property
     def tracked_keys(self) -> int:
         """Keys the books hold state for (bounded by live trees when nothing leaks)."""
-        return len(self._live) + len(self._bound)
+        return len(self._live) + len(self._bound) + len(self._closed)
 
     @property
     def keys_bound(self) -> int:

@@ -1,13 +1,17 @@
 """What one credit sends: the chat request built from its trace turn and affinity decision.
 
-Prompt text comes from the trace (literal messages, or text synthesized from hash ids with a
-marker per tree instance); affinity is merged copy-on-write into the trace's own body keys.
-Pure: builds request objects, never sends them.
+Prompt text comes from the trace (literal messages, or text synthesized from hash ids); with
+`isolate_trees` every prompt of a tree instance starts with that instance's marker, whichever
+the source, so live lanes never share cache where the simulator keeps them apart. Affinity is
+merged copy-on-write into the trace's own body keys. Pure: builds request objects, never sends
+them, and keeps no per-tree state (the marker is a digest of the instance's root id).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from runner.affinity.emitters import merge_nvext
 from runner.client import ChatRequest
@@ -37,21 +41,18 @@ class RequestBuilder:
             scope = str(trace.meta.get("hash_scope") or trace.source)
             for tree in trace.trees:
                 self._scopes[id(tree)] = scope
-        self._markers: dict[str, str] = {}
 
     def build(self, dispatch: Dispatch) -> tuple[ChatRequest, Mapping[str, str]]:
         credit = dispatch.credit
         turn = credit.turn
         tree = credit.tree
         assert turn is not None and tree is not None, "live credits carry their trace turn"
+        marker = instance_marker(credit.root_id) if self.isolate_trees else None
         if turn.messages is not None:
             messages = render_messages(tree, credit.template_id, credit.turn_index)
+            if marker is not None:
+                _mark(messages, marker)
         else:
-            marker = None
-            if self.isolate_trees:
-                marker = self._markers.get(credit.root_id)
-                if marker is None:
-                    marker = self._markers[credit.root_id] = instance_marker(credit.root_id)
             text = synthesize_prompt(
                 input_tokens=turn.input_tokens,
                 hash_ids=turn.hash_ids,
@@ -72,5 +73,39 @@ class RequestBuilder:
         )
         return request, dict(dispatch.affinity.headers)
 
-    def forget_tree(self, root_id: str) -> None:
-        self._markers.pop(root_id, None)
+
+_WORD = re.compile(r"\S+")
+
+
+def _mark(messages: list[dict[str, Any]], marker: str) -> None:
+    """Swap the first word of the conversation's text for `marker`, in place.
+
+    The same rule as synthesized prompts: one word for one word, so the token count the trace
+    recorded (`runner.trace.tokens`) still holds. `messages` are fresh copies from
+    `render_messages`; a content-part list is shared with the trace, so it is copied first.
+    """
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            swapped = _swap_first_word(content, marker)
+            if swapped is not None:
+                message["content"] = swapped
+                return
+        elif isinstance(content, list):
+            for index, part in enumerate(content):
+                if not (isinstance(part, Mapping) and part.get("type") == "text"):
+                    continue
+                text = part.get("text")
+                swapped = _swap_first_word(text, marker) if isinstance(text, str) else None
+                if swapped is not None:
+                    parts = list(content)
+                    parts[index] = {**part, "text": swapped}
+                    message["content"] = parts
+                    return
+
+
+def _swap_first_word(text: str, marker: str) -> str | None:
+    match = _WORD.search(text)
+    if match is None:
+        return None
+    return text[: match.start()] + marker + text[match.end() :]

@@ -55,8 +55,9 @@ class Engine:
         self.caches = SessionCaches(config.client_workers)
         self.emitter = AffinityEmitter(config.affinity)
         self.ledger = AffinityLedger()
-        self._fork_parents: dict[str, str] = {}  # live FORK child id -> parent id
-        self._registered_forks: set[str] = set()  # FORK children holding the parent's entry
+        # Live FORK child id -> parent id. Whether the child holds a reference on the parent's
+        # sticky entry is the router's to know (it aliases the children it counts).
+        self._fork_parents: dict[str, str] = {}
         # FORK children whose parent had no entry when they were spawned (a parent replayed
         # from t* has sent nothing yet): they try again just before their first send.
         self._unregistered_forks: dict[str, str] = {}
@@ -86,6 +87,8 @@ class Engine:
                 self._register_late(credit.session_id)
             worker = router.route(credit)
             caches.serve(credit, worker)
+            if credit.priming:
+                self._pin_for_live_forks(credit.session_id)
             self._served.add(credit.session_id)
             decision = emitter.decide(credit, client_worker=worker)
             ledger.record(credit, decision)
@@ -117,31 +120,42 @@ class Engine:
 
     def fork_child_spawned(self, parent_id: str, child_id: str) -> None:
         self._fork_parents[child_id] = parent_id
-        if self.router.register_child(parent_id, child_id):
-            self._registered_forks.add(child_id)
-        else:
+        if not self.router.register_child(parent_id, child_id):
             self._unregistered_forks[child_id] = parent_id
 
     def _register_late(self, session_id: str) -> None:
         parent_id = self._unregistered_forks.pop(session_id, None)
-        if parent_id is not None and self.router.register_child(parent_id, session_id):
-            self._registered_forks.add(session_id)
+        if parent_id is not None:
+            self.router.register_child(parent_id, session_id)
+
+    def _pin_for_live_forks(self, session_id: str) -> None:
+        """A primed stream's copy is pinned for its FORK children live at t* that have not
+        sent yet, and only those: children of the primed turn that finished before t* will
+        never take a copy (pinning for them kept the parent's copy forever)."""
+        children = [
+            child
+            for child, parent in self._fork_parents.items()
+            if parent == session_id and child not in self._served
+        ]
+        if children:
+            self.caches.expect_fork_children(session_id, children)
 
     def session_ended(self, session_id: str, *, parent_id: str | None, completed: bool) -> None:
         fork_parent = self._fork_parents.pop(session_id, None)
         self._unregistered_forks.pop(session_id, None)
-        if fork_parent is not None and session_id in self._registered_forks:
-            self._registered_forks.discard(session_id)
-            self.router.release_child(fork_parent)
+        if fork_parent is not None:
+            # A no-op unless the child holds a reference on its parent's entry right now.
+            self.router.release_child(fork_parent, session_id)
         served = session_id in self._served
         self._served.discard(session_id)
         if not completed:
             self.router.release_session(session_id)
             self.caches.session_ended(session_id)
             self.ledger.session_ended(session_id)
+            self.emitter.session_ended(session_id)
         if fork_parent is not None and not served:
             # A FORK child that never started will not take its parent's pinned copy.
-            self.caches.fork_child_settled(fork_parent)
+            self.caches.fork_child_settled(fork_parent, session_id)
 
     def tree_ended(self, root_id: str, *, drained: bool) -> None:
         self.emitter.forget(root_id)
@@ -156,7 +170,10 @@ class Engine:
         return {
             "sessions": scheduler.sessions_started,
             "trees": scheduler.trees_started,
+            "trees_started": scheduler.trees_started,
             "trees_completed": scheduler.trees_completed,
+            "trees_cut": scheduler.trees_cut,
+            "trees_skipped": scheduler.trees_skipped,
             "sessions_multi_worker": caches.sessions_multi_worker,
             "worker_switches": caches.worker_switches,
             "orphaned_session_copies": caches.orphans,
@@ -176,7 +193,7 @@ class Engine:
             "router_keys": self.router.key_count,
             "cached_sessions": self.caches.tracked_sessions,
             "session_copies": self.caches.copies,
-            "live_trees": self.scheduler.cut_trees(),
+            "live_trees": self.scheduler.live_trees,
             "affinity_keys": self.ledger.tracked_keys,
             "pending_forks": len(self._fork_parents),
             "served_sessions": len(self._served),

@@ -1,32 +1,49 @@
-"""Agentic replay scheduling: lanes that replay agent trees and issue credits when they are due.
+"""Replay scheduling: when each agent tree starts and when each of its turns is due.
 
-Owns lanes, tree instances, per-session progress, strict-join gates, the replay start instant
-t*, stop conditions, and the issue-time finality stamps of PRODUCT.md §4.2. A clock-free core:
-the driver (virtual-time simulator or wall-clock live replay) asks when the next credit is due,
-pops due credits, and reports returns. It never routes, sends or sleeps.
+Owns the timing modes of PRODUCT.md §4.2 (lanes, rate, schedule, closed), tree instances,
+per-session progress, strict-join gates, the replay start instant t*, stop conditions, and the
+issue-time finality stamps. A clock-free core: the driver (virtual-time simulator or wall-clock
+live replay) asks when the next credit is due, pops due credits, and reports returns. It never
+routes, sends or sleeps.
 """
 
 from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 from runner.credit import Credit
 from runner.errors import SpecError
+from runner.metrics.histogram import LatencyHistogram
 from runner.trace.model import BranchMode, Session, Tree
 
-__all__ = ["ReplayConfig", "ReplayObserver", "ReplayScheduler"]
+__all__ = ["ARRIVALS", "TIMINGS", "Arrival", "ReplayConfig", "ReplayObserver", "ReplayScheduler"]
 
 Joins = Literal["recorded", "strict"]
+# lanes: N lanes each replay one tree at a time, recorded delays (the default).
+# rate: trees arrive at `rate_per_s`; `concurrency` caps the trees active at once.
+# schedule: every tree starts at its recorded start, every turn at its recorded offset.
+# closed: N lanes, recorded delays ignored: each turn goes the moment the one before returns.
+Timing = Literal["lanes", "rate", "schedule", "closed"]
+Arrival = Literal["poisson", "constant", "gamma"]
+TIMINGS: tuple[Timing, ...] = get_args(Timing)
+ARRIVALS: tuple[Arrival, ...] = get_args(Arrival)
 _FORK = BranchMode.FORK  # enum member lookups are slow on hot paths
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayConfig:
-    concurrency: int = 16  # lanes, each replaying one tree at a time
+    timing: Timing = "lanes"
+    concurrency: int = 16  # lanes (lanes, closed) or the cap on active trees (rate)
+    rate_per_s: float | None = None  # tree arrivals per second of run time (timing "rate")
+    arrival: Arrival = "poisson"  # the inter-arrival distribution (timing "rate")
+    # Gamma shape, as aiperf and vLLM's benchmark use it: 1 is Poisson-like, below 1 burstier,
+    # above 1 more regular. Only read with arrival "gamma".
+    burstiness: float = 1.0
     duration_s: float | None = None  # stop issuing at this run time
     max_requests: int | None = None  # stop issuing after this many credits
     max_trees: int | None = None  # stop starting trees after this many
@@ -34,8 +51,8 @@ class ReplayConfig:
     # the beginning. Later trees on a lane always replay from their first turn.
     start_window: tuple[float, float] = (0.0, 0.0)
     joins: Joins = "recorded"
-    speedup: float = 1.0  # divides every recorded delay
-    warmup_s: float = 0.0  # credits issued before this run time are warmup (not measured)
+    speedup: float = 1.0  # divides every recorded delay and timestamp (never the arrival rate)
+    warmup_s: float = 0.0  # credits due before this run time are warmup (not measured)
     # Replaying from t*: first send each live stream's last turn before t* (one-token answer,
     # not measured) so caches, bindings and sticky entries are warm when measurement starts.
     prime: bool = False
@@ -43,16 +60,33 @@ class ReplayConfig:
 
     def __post_init__(self) -> None:
         lo, hi = self.start_window
+        if self.timing not in TIMINGS:
+            raise SpecError(f"timing must be one of {', '.join(TIMINGS)}, got {self.timing!r}")
         if self.concurrency < 1:
             raise SpecError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.rate_per_s is not None and not self.rate_per_s > 0:
+            raise SpecError(f"rate must be > 0 trees/s, got {self.rate_per_s}")
+        if self.timing == "rate" and self.rate_per_s is None:
+            raise SpecError("timing 'rate' needs a rate (trees per second)")
+        if self.arrival not in ARRIVALS:
+            raise SpecError(f"arrival must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
+        if not self.burstiness > 0:
+            raise SpecError(f"burstiness must be > 0, got {self.burstiness}")
         if not 0.0 <= lo <= hi <= 1.0:
             raise SpecError(f"start window {lo}:{hi} is invalid: use LO:HI with 0 <= LO <= HI <= 1")
+        if hi > 0 and self.timing in ("rate", "schedule"):
+            raise SpecError(
+                f"a start window applies to lanes and closed timing, not {self.timing!r}: "
+                "arriving trees replay from their first turn"
+            )
         if self.speedup <= 0:
             raise SpecError(f"speedup must be > 0, got {self.speedup}")
         if self.duration_s is not None and self.duration_s <= 0:
             raise SpecError(f"duration must be > 0 s, got {self.duration_s}")
         if self.max_requests is not None and self.max_requests < 1:
             raise SpecError(f"request count must be >= 1, got {self.max_requests}")
+        if self.max_trees is not None and self.max_trees < 1:
+            raise SpecError(f"tree count must be >= 1, got {self.max_trees}")
         if self.joins not in ("recorded", "strict"):
             raise SpecError(f"joins must be 'recorded' or 'strict', got {self.joins!r}")
 
@@ -74,8 +108,13 @@ class _TreeRun:
     lane: int
     root_id: str
     prefix: str
+    base_s: float  # run time the instance started
+    origin_s: float  # the tree's recorded start (its first request), on its own clock
     root_pending: bool = True  # the root has not returned its final turn
     outstanding: int = 0  # descendants live or registered, at any depth
+    # A session ended without its final turn, or a turn's children were never spawned because
+    # the run stopped: the instance drains but is counted as cut, not completed.
+    incomplete: bool = False
     sessions: dict[str, _Live] = field(default_factory=dict)
     # Strict joins: (parent instance id, gated turn index) -> children still running.
     gates: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -95,8 +134,14 @@ class _Live:
     done: bool = False
 
 
+# Heap entries: (due, sequence, session, turn index, priming). A tree arrival (rate, schedule)
+# rides in the same heap with no session and its arrival number in the turn-index slot, so
+# the driver's one "next due" covers both.
+_Entry = tuple[float, int, "_Live | None", int, bool]
+
+
 class ReplayScheduler:
-    """Issues credits for `concurrency` lanes replaying the trees of a trace."""
+    """Issues the credits of a replay: trees started by the timing mode, turns when due."""
 
     def __init__(self, trees: Sequence[Tree], config: ReplayConfig) -> None:
         if not trees:
@@ -104,9 +149,10 @@ class ReplayScheduler:
         self.config = config
         self._trees = tuple(trees)
         self._rng = random.Random(config.seed)
+        # A stream of its own, so adding arrivals never moves the lanes' t* draws.
+        self._arrival_rng = random.Random(f"arrivals/{config.seed}")
         self._observer: ReplayObserver | None = None
-        # (due, sequence, session, turn index, priming)
-        self._heap: list[tuple[float, int, _Live, int, bool]] = []
+        self._heap: list[_Entry] = []
         self._seq = 0
         self._credit_id = 0
         self._tree_counter = 0
@@ -114,41 +160,83 @@ class ReplayScheduler:
         self._in_flight: dict[int, _Live] = {}
         self._lane_next = list(range(config.concurrency))
         self._extents: dict[int, tuple[float, float]] = {}  # by id() of a tree in _trees
+        self._due: Callable[[_Live, int, float], float] = {
+            "lanes": self._due_recorded,
+            "rate": self._due_recorded,
+            "closed": self._due_at_once,
+            "schedule": self._due_stamped,
+        }[config.timing]
+        # Arrival modes: free lane numbers (smallest reused first), arrivals waiting for a
+        # slot (rate), and the schedule of tree starts (schedule).
+        self._free_lanes: list[int] = []
+        self._lanes_used = 0
+        self._waiting: deque[tuple[float, int]] = deque()  # (arrival time, arrival number)
+        self._arrivals = 0
+        self._starts: list[tuple[float, int]] = []  # (start offset, tree index), in order
+        self._schedule_start_s = 0.0  # run time the schedule's offsets count from
         self.stopped = False
+        self.stopped_at_s: float | None = None  # run time issuing stopped, when known
+        self.last_tree_start_s: float | None = None
         # Counters for the run summary.
         self.issued = 0
         self.sessions_started = 0
-        self.trees_started = 0
-        self.trees_completed = 0
+        self.trees_started = 0  # instances that replay at least one request
+        self.trees_completed = 0  # drained with every session's final turn returned
+        self.trees_skipped = 0  # nothing left after t*: never replayed
+        self._trees_cut = 0  # drained but incomplete (see _TreeRun.incomplete)
+        # Rate mode: how long arrivals waited for a slot (ms), how many waited, how many never
+        # got one before the run stopped.
+        self.arrival_waits = LatencyHistogram()
+        self.arrivals_waited = 0
+        self.arrivals_unstarted = 0
 
     # --------------------------------------------------------------------------- driving
 
     def start(self, now_s: float, observer: ReplayObserver) -> None:
         self._observer = observer
-        lo, hi = self.config.start_window
-        for lane in range(self.config.concurrency):
-            fraction = self._rng.uniform(lo, hi) if hi > 0 else 0.0
-            self._start_tree(lane, now_s, fraction)
+        timing = self.config.timing
+        if timing == "rate":
+            self._push_arrival(now_s, 0)
+        elif timing == "schedule":
+            self._plan_schedule(now_s)
+        else:
+            lo, hi = self.config.start_window
+            for lane in range(self.config.concurrency):
+                fraction = self._rng.uniform(lo, hi) if hi > 0 else 0.0
+                self._start_tree(lane, now_s, fraction)
 
     def next_due(self) -> float | None:
-        """Run time of the next credit to issue, None when nothing is scheduled."""
+        """Run time of the next credit (or tree arrival), None when nothing is scheduled.
+
+        Never later than the duration's end while the run goes on: a driver waiting for a far
+        credit must wake at the end to stop, not idle past it.
+        """
         if self.stopped or not self._heap:
             return None
-        return self._heap[0][0]
+        due_s = self._heap[0][0]
+        end_s = self.config.duration_s
+        if end_s is not None and due_s > end_s:
+            return end_s
+        return due_s
 
     def pop_due(self, now_s: float) -> list[Credit]:
         """Issue every credit due at or before `now_s`, stamping finality at issue."""
+        if self.stopped:
+            return []
         config = self.config
+        if config.duration_s is not None and now_s >= config.duration_s:
+            self._stop(config.duration_s)  # nothing is issued at or after the duration
+            return []
         heap = self._heap
         credits: list[Credit] = []
         while heap and heap[0][0] <= now_s and not self.stopped:
             due_s, _, live, turn_index, priming = heapq.heappop(heap)
-            if config.duration_s is not None and due_s >= config.duration_s:
-                self._stop()
-                break
-            credits.append(self._issue(live, turn_index, due_s, priming))
+            if live is None:
+                self._arrive(turn_index, due_s)
+                continue
+            credits.append(self._issue(live, turn_index, due_s, now_s, priming))
             if config.max_requests is not None and self.issued >= config.max_requests:
-                self._stop()
+                self._stop(now_s)
         return credits
 
     def on_return(self, credit: Credit, now_s: float, *, session_over: bool = False) -> None:
@@ -156,6 +244,9 @@ class ReplayScheduler:
         live = self._in_flight.pop(credit.id, None)
         if live is None:
             return
+        end_s = self.config.duration_s
+        if end_s is not None and now_s >= end_s and not self.stopped:
+            self._stop(end_s)  # a return after the end spawns and schedules nothing
         run = live.run
         if credit.priming and not session_over:
             # Its children were accounted when the tree was split at t*: just resume.
@@ -164,8 +255,11 @@ class ReplayScheduler:
         turn = live.template.turns[credit.turn_index]
         # Children are registered before the spawning turn is accounted, so no request of the
         # tree can be stamped tree-final while they are about to start.
-        if turn.branches and not self.stopped:
-            self._spawn_children(live, credit.turn_index, now_s)
+        if turn.branches:
+            if self.stopped:
+                run.incomplete = True  # its children will never run
+            else:
+                self._spawn_children(live, credit.turn_index, now_s)
         if credit.is_final_turn or session_over:
             self._end_session(
                 live, completed=credit.is_final_turn and not session_over, now_s=now_s
@@ -181,47 +275,102 @@ class ReplayScheduler:
     @property
     def finished(self) -> bool:
         """Nothing in flight and nothing more will be issued."""
-        return not self._in_flight and (self.stopped or not self._heap)
+        return not self._in_flight and (self.stopped or not (self._heap or self._waiting))
 
-    def stop(self) -> None:
+    def stop(self, now_s: float | None = None) -> None:
         """Stop issuing (Ctrl-C, cancel, a failure threshold); in-flight credits still return."""
-        self._stop()
+        self._stop(now_s)
 
-    def cut_trees(self) -> int:
-        """Trees started but not drained: their remaining requests were never sent."""
+    @property
+    def live_trees(self) -> int:
+        """Tree instances started and not drained."""
         return len(self._runs)
 
-    # -------------------------------------------------------------------------- lanes, t*
+    @property
+    def trees_cut(self) -> int:
+        """Trees a stop (or a lost session) kept from completing: drained with a session ended
+        early or children never spawned, plus, once the run is over, every instance left."""
+        return self._trees_cut + (len(self._runs) if self.finished else 0)
+
+    def issuing_window_s(self) -> float | None:
+        """Run time over which trees were started: up to the stop when issuing was stopped
+        at a known instant, else up to the last tree start (the workload ran out first)."""
+        if self.stopped_at_s is not None:
+            return self.stopped_at_s
+        return self.last_tree_start_s
+
+    # ------------------------------------------------------------------ timing of turns
+
+    def _due_recorded(self, live: _Live, turn_index: int, now_s: float) -> float:
+        """lanes, rate: the recorded end-to-start delay after `now_s` (the previous return)."""
+        return now_s + live.template.turns[turn_index].delay_s / self.config.speedup
+
+    def _due_at_once(self, live: _Live, turn_index: int, now_s: float) -> float:
+        """closed: the moment the turn it follows has returned."""
+        return now_s
+
+    def _due_stamped(self, live: _Live, turn_index: int, now_s: float) -> float:
+        """schedule: the recorded start offset from the tree's start, but never before the
+        turn it follows has returned (its history does not exist before)."""
+        run = live.run
+        turn = live.template.turns[turn_index]
+        due_s = run.base_s + (turn.t_s - run.origin_s) / self.config.speedup
+        return due_s if due_s > now_s else now_s
+
+    # ----------------------------------------------------------------- lanes, closed, t*
 
     def _start_tree(self, lane: int, now_s: float, fraction: float) -> None:
         config = self.config
+        while not self._no_more_trees(now_s):
+            # A tree with nothing left after t* is skipped: the lane takes the next one from
+            # its beginning (a loop, not recursion: a skip cannot repeat at fraction 0).
+            template = self._trees[self._lane_next[lane] % len(self._trees)]
+            self._lane_next[lane] += config.concurrency  # lanes walk the trace interleaved
+            run, root = self._begin(template, lane, now_s)
+            if fraction <= 0.0:
+                self._schedule(root, 0, now_s)
+            else:
+                origin_s, span_s = run.origin_s, self._extent(template)[1]
+                self._start_mid_tree(run, root, origin_s + fraction * (span_s - origin_s), now_s)
+                if not run.root_pending and run.outstanding == 0:
+                    del self._runs[run.root_id]
+                    self.trees_skipped += 1
+                    fraction = 0.0
+                    continue
+            self._started(now_s)
+            return
+
+    def _no_more_trees(self, now_s: float) -> bool:
+        """A stop condition forbids starting another tree."""
+        config = self.config
+        if self.stopped:
+            return True
         if config.max_trees is not None and self.trees_started >= config.max_trees:
-            return
-        if config.duration_s is not None and now_s >= config.duration_s:
-            return
-        template = self._trees[self._lane_next[lane] % len(self._trees)]
-        self._lane_next[lane] += config.concurrency  # lanes walk the trace interleaved
+            return True
+        return config.duration_s is not None and now_s >= config.duration_s
+
+    def _begin(self, template: Tree, lane: int, now_s: float) -> tuple[_TreeRun, _Live]:
         self._tree_counter += 1
         prefix = f"t{self._tree_counter}:"
         root_id = prefix + template.root_id
-        run = _TreeRun(template, lane, root_id, prefix)
-        self._runs[root_id] = run
-        self.trees_started += 1
-        root = self._live(run, template.root, parent_id=None)
         # A tree's own clock starts at its first request: arrival traces (Mooncake, Azure)
         # record turn 0 at its offset in the whole trace, and a lane must not idle for it.
-        origin_s, span_s = self._extent(template)
-        if fraction <= 0.0:
-            self._schedule(root, 0, now_s)
-        else:
-            self._start_mid_tree(run, root, origin_s + fraction * (span_s - origin_s), now_s)
-        self._maybe_drain(run, now_s)
+        origin_s = self._extent(template)[0]
+        run = _TreeRun(template, lane, root_id, prefix, now_s, origin_s)
+        self._runs[root_id] = run
+        return run, self._live(run, template.root, parent_id=None)
+
+    def _started(self, now_s: float) -> None:
+        self.trees_started += 1
+        self.last_tree_start_s = now_s
 
     def _start_mid_tree(self, run: _TreeRun, root: _Live, t_star: float, now_s: float) -> None:
         """Split every stream of the tree at t*: what began before it is history, the rest
-        resumes at its recorded offset from t*. A root with nothing left makes the lane
-        rootless; under strict joins a root waiting on children at t* starts gated."""
+        resumes at its recorded offset from t* (at once under closed timing). A root with
+        nothing left makes the lane rootless; under strict joins a root waiting on children at
+        t* starts gated."""
         speedup = self.config.speedup
+        at_once = self.config.timing == "closed"
         tree = run.tree
         resumes: list[tuple[_Live, int]] = []
         pending: list[_Live] = [root]
@@ -255,7 +404,8 @@ class ReplayScheduler:
                 run.gates[live.join_key] = run.gates.get(live.join_key, 0) + 1
         for live, first in resumes:
             live.next_turn = first
-            offset_s = max(0.0, live.template.turns[first].t_s - t_star) / speedup
+            offset_s = 0.0 if at_once else max(0.0, live.template.turns[first].t_s - t_star)
+            offset_s /= speedup
             if self.config.prime and first > 0:
                 live.resume_s = now_s + offset_s
                 self._schedule(live, first - 1, now_s, priming=True)
@@ -276,9 +426,74 @@ class ReplayScheduler:
         run.sessions[sid] = live
         return live
 
+    # ----------------------------------------------------------------- rate, schedule
+
+    def _plan_schedule(self, now_s: float) -> None:
+        """Every tree starts at its recorded start relative to the workload's earliest tree
+        (Mooncake and Azure arrival times; a Claude Code session starts at its file's 0)."""
+        origins = [self._extent(tree)[0] for tree in self._trees]
+        first_s = min(origins)
+        speedup = self.config.speedup
+        self._starts = sorted(((o - first_s) / speedup, i) for i, o in enumerate(origins))
+        self._schedule_start_s = now_s
+        self._push_arrival(now_s + self._starts[0][0], 0)
+
+    def _push_arrival(self, at_s: float, number: int) -> None:
+        config = self.config
+        if config.max_trees is not None and number >= config.max_trees:
+            return
+        if config.duration_s is not None and at_s >= config.duration_s:
+            return
+        self._seq += 1
+        heapq.heappush(self._heap, (at_s, self._seq, None, number, False))
+
+    def _arrive(self, number: int, at_s: float) -> None:
+        """Arrival `number` is due at `at_s`: start its tree, or queue it for a free slot."""
+        if self.config.timing == "schedule":
+            if number + 1 < len(self._starts):
+                self._push_arrival(self._schedule_start_s + self._starts[number + 1][0], number + 1)
+            self._start_arrival(self._starts[number][1], at_s, at_s)  # never capped
+            return
+        self._push_arrival(at_s + self._interval_s(), number + 1)
+        if not self._waiting and len(self._runs) < self.config.concurrency:
+            self._start_arrival(number % len(self._trees), at_s, at_s)
+        else:
+            self._waiting.append((at_s, number))
+
+    def _interval_s(self) -> float:
+        """The next inter-arrival gap: mean 1 / rate in every distribution."""
+        config = self.config
+        rate = config.rate_per_s
+        assert rate is not None  # validated for timing "rate"
+        if config.arrival == "constant":
+            return 1.0 / rate
+        if config.arrival == "gamma":
+            # Shape k = burstiness and scale 1 / (rate k): the mean stays 1 / rate, the
+            # coefficient of variation is 1 / sqrt(k) (vLLM benchmark_serving, aiperf).
+            shape = config.burstiness
+            return self._arrival_rng.gammavariate(shape, 1.0 / (rate * shape))
+        return self._arrival_rng.expovariate(rate)
+
+    def _start_arrival(self, tree_index: int, arrived_s: float, now_s: float) -> None:
+        lane = heapq.heappop(self._free_lanes) if self._free_lanes else self._new_lane()
+        _, root = self._begin(self._trees[tree_index], lane, now_s)
+        if self.config.timing == "rate":
+            wait_s = now_s - arrived_s
+            self.arrival_waits.record(wait_s * 1000.0)
+            if wait_s > 0:
+                self.arrivals_waited += 1
+        self._schedule(root, 0, now_s)  # the root's first turn is the tree's start
+        self._started(now_s)
+
+    def _new_lane(self) -> int:
+        self._lanes_used += 1
+        return self._lanes_used - 1
+
     # --------------------------------------------------------------------------- issuing
 
-    def _issue(self, live: _Live, turn_index: int, due_s: float, priming: bool) -> Credit:
+    def _issue(
+        self, live: _Live, turn_index: int, due_s: float, now_s: float, priming: bool
+    ) -> Credit:
         run = live.run
         template = live.template
         turn = template.turns[turn_index]
@@ -315,7 +530,8 @@ class ReplayScheduler:
             has_branches=bool(turn.branches),
             is_parent_final=parent_final,
             is_tree_final=tree_final,
-            issued_at_s=due_s,
+            issued_at_s=now_s,
+            due_s=due_s,
             warmup=priming or due_s < self.config.warmup_s,
             priming=priming,
             lane=run.lane,
@@ -342,8 +558,7 @@ class ReplayScheduler:
 
     def _schedule_turn(self, live: _Live, turn_index: int, now_s: float) -> None:
         live.next_turn = turn_index
-        delay_s = live.template.turns[turn_index].delay_s / self.config.speedup
-        self._schedule_or_gate(live, turn_index, now_s + delay_s)
+        self._schedule_or_gate(live, turn_index, self._due(live, turn_index, now_s))
 
     # ------------------------------------------------------------------------- lifecycle
 
@@ -352,6 +567,7 @@ class ReplayScheduler:
         tree = run.tree
         strict = self.config.joins == "strict"
         observer = self._observer
+        due = self._due
         for branch in parent.template.turns[turn_index].branches:
             for child_id in branch.children:
                 child = self._live(run, tree.sessions[child_id], parent_id=parent.sid)
@@ -361,14 +577,15 @@ class ReplayScheduler:
                     run.gates[child.join_key] = run.gates.get(child.join_key, 0) + 1
                 if branch.mode is _FORK and observer is not None:
                     observer.fork_child_spawned(parent.sid, child.sid)
-                delay_s = child.template.turns[0].delay_s / self.config.speedup
-                self._schedule(child, 0, now_s + delay_s)
+                self._schedule(child, 0, due(child, 0, now_s))
 
     def _end_session(self, live: _Live, *, completed: bool, now_s: float) -> None:
         if live.done:
             return
         live.done = True
         run = live.run
+        if not completed:
+            run.incomplete = True
         if live.parent_id is None:
             run.root_pending = False
         else:
@@ -394,14 +611,28 @@ class ReplayScheduler:
             return
         if self._runs.pop(run.root_id, None) is None:
             return
-        self.trees_completed += 1
+        if run.incomplete:
+            self._trees_cut += 1
+        else:
+            self.trees_completed += 1
         if self._observer is not None:
             self._observer.tree_ended(run.root_id, drained=True)
-        if not self.stopped:
-            self._start_tree(run.lane, now_s, 0.0)
+        timing = self.config.timing
+        if timing == "lanes" or timing == "closed":
+            if not self.stopped:
+                self._start_tree(run.lane, now_s, 0.0)
+            return
+        heapq.heappush(self._free_lanes, run.lane)
+        # Rate: the oldest waiting arrival takes the freed slot (FIFO, like a queue of users).
+        while self._waiting and not self.stopped and len(self._runs) < self.config.concurrency:
+            arrived_s, number = self._waiting.popleft()
+            self._start_arrival(number % len(self._trees), arrived_s, now_s)
 
-    def _stop(self) -> None:
+    def _stop(self, at_s: float | None) -> None:
         if self.stopped:
             return
         self.stopped = True
+        self.stopped_at_s = at_s
         self._heap.clear()
+        self.arrivals_unstarted += len(self._waiting)
+        self._waiting.clear()

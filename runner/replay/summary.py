@@ -1,4 +1,9 @@
-"""The run summary both drivers print: the keys of PRODUCT.md §6, in one place."""
+"""The run summary both drivers print: the keys of PRODUCT.md §6, in one place.
+
+Tree accounting: at the end of a run `trees_started = trees_completed + trees_cut`; a tree
+with nothing left after t* is `trees_skipped` and never started. `arrival_wait_ms` is null
+unless the timing mode is `rate` (no other mode makes a tree wait for a slot).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ def run_summary(engine: Engine, metrics: RunMetrics, *, elapsed_s: float) -> dic
         "requests": overall.requests,
         "warmup_requests": metrics.warmup_requests,
         **engine.routing_summary(),
-        "trees_cut": engine.scheduler.cut_trees(),
+        "achieved_tree_rate_per_s": _tree_rate(engine, elapsed_s),
+        "arrival_wait_ms": _arrival_waits(engine),
         "prefix_cache_hit_ratio": metrics.prefix_cache_hit_ratio,
         "child_first_turn_hit_ratio": metrics.child_first_turn_hit_ratio,
         "errors": overall.errors,
@@ -31,3 +37,26 @@ def run_summary(engine: Engine, metrics: RunMetrics, *, elapsed_s: float) -> dic
     for name in ("ttft_ms", "itl_ms", "latency_ms"):
         summary[name] = dict(percentiles[name])
     return summary
+
+
+def _tree_rate(engine: Engine, elapsed_s: float) -> float | None:
+    """Trees started per second of the window in which trees could start (up to the stop,
+    else to the last tree start, else the whole run)."""
+    scheduler = engine.scheduler
+    window_s = scheduler.issuing_window_s() or elapsed_s
+    if window_s <= 0:
+        return None
+    return scheduler.trees_started / window_s
+
+
+def _arrival_waits(engine: Engine) -> dict[str, float | int | None] | None:
+    scheduler = engine.scheduler
+    if scheduler.config.timing != "rate":
+        return None
+    waits = scheduler.arrival_waits
+    return {
+        "p50": waits.percentile(50.0),
+        "p99": waits.percentile(99.0),
+        "waited": scheduler.arrivals_waited,
+        "never_started": scheduler.arrivals_unstarted,
+    }

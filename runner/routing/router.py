@@ -112,6 +112,7 @@ class StickyRouter:
         first_turn = self._first_turn
         fork_miss = self._fork_miss
         owner_final = self._owner_final
+        adopt = self._hold
         state = self
 
         def route(credit: Credit) -> int:
@@ -127,7 +128,13 @@ class StickyRouter:
             else:
                 # A registered FORK child is an alias of its parent's entry; an orphan that
                 # pinned under its own id must stay there once its parent gets an entry.
-                entry = entries_get(credit.session_id) or entries_get(credit.parent_id)  # type: ignore[arg-type]
+                entry = entries_get(credit.session_id)
+                if entry is None:
+                    entry = entries_get(credit.parent_id)  # type: ignore[arg-type]
+                    if entry is not None:
+                        # Its registration went with a lost worker's entries and the parent
+                        # pinned a new one: following it, the child must hold it too.
+                        adopt(entry, credit.session_id)
                 if entry is None:
                     worker = fork_miss(credit)
                 else:
@@ -244,31 +251,39 @@ class StickyRouter:
         """
         if self.policy is Policy.LEAST_LOADED:
             return False
-        entry = self._entries.get(parent_id)
+        entries = self._entries
+        entry = entries.get(parent_id)
         if entry is None:
             return False
-        entry.ref_count += 1
-        if child_id not in self._entries:
-            self._entries[child_id] = entry
-            if entry.aliases is None:
-                entry.aliases = [child_id]
-            else:
-                entry.aliases.append(child_id)
+        held = entries.get(child_id)
+        if held is not None:
+            # Already holding this entry, or pinned under its own id (it routes there).
+            return held is entry
+        self._hold(entry, child_id)
         return True
 
-    def release_child(self, parent_id: str) -> None:
-        """A FORK child ended (final turn, error or cancel): drop its hold on the parent entry."""
-        entry = self._entries.get(parent_id)
-        if entry is None:
+    def _hold(self, entry: _Entry, child_id: str) -> None:
+        """`child_id` takes a reference on `entry` and is filed as its alias."""
+        entry.ref_count += 1
+        self._entries[child_id] = entry
+        if entry.aliases is None:
+            entry.aliases = [child_id]
+        else:
+            entry.aliases.append(child_id)
+
+    def release_child(self, parent_id: str, child_id: str | None = None) -> None:
+        """A FORK child ended (final turn, error or cancel): drop its hold on the parent entry.
+
+        With `child_id`, only a child filed on the parent's current entry holds a reference
+        (one registered on an entry a lost worker took holds none); without it (aiperf's
+        op stream in `bench router`), the caller vouches for the hold.
+        """
+        entries = self._entries
+        entry = entries.get(parent_id)
+        if entry is None or (child_id is not None and entries.get(child_id) is not entry):
             return
         entry.ref_count -= 1
         if entry.ref_count <= 0 and entry.owner_final_seen:
-            self._pop(entry)
-
-    def evict_unclaimed(self, parent_id: str) -> None:
-        """The parent's final turn declared forks but no child ever registered."""
-        entry = self._entries.get(parent_id)
-        if entry is not None and entry.owner_final_seen and entry.ref_count <= 0:
             self._pop(entry)
 
     def release_session(self, session_id: str) -> None:

@@ -42,9 +42,10 @@ class _Session:
     holders: dict[int, int] = field(default_factory=dict)  # worker -> bytes of its copy
     multi_worker: bool = False
     ended: bool = False
-    # FORK parents keep their copy pinned until their FORK children have taken theirs.
-    fork_children_expected: int = 0
-    fork_children_started: int = 0
+    # A FORK parent keeps its copy pinned until these FORK children (instance ids) have taken
+    # theirs or settled otherwise. Named, not counted: a child that was never expected (its
+    # declaring turn was not served, as before t*) must not release a pin held for another.
+    pinned_for: set[str] | None = None
 
 
 class SessionCaches:
@@ -98,8 +99,15 @@ class SessionCaches:
                 self._mark_orphan(previous, +1)  # the copy left behind will not serve again
             if hit:
                 self._mark_orphan(worker, -1)  # an old copy here is current again
-        if not hit and previous < 0 and credit.is_fork_child and credit.turn_index == 0:
-            rebuilt = not self._inherit_from_parent(credit, worker)
+        if previous < 0 and credit.branch_mode is _FORK and credit.parent_id is not None:
+            # A FORK child's first request: it inherits its parent's history here (turn 0), or
+            # it resumes mid-stream from t* with its own; either way it no longer needs the
+            # parent's pinned copy.
+            parent = sessions.get(credit.parent_id)
+            if credit.turn_index == 0:
+                rebuilt = parent is None or worker not in parent.holders
+            if parent is not None and parent.pinned_for:
+                self._settle(credit.parent_id, parent, sid)
         state.last_worker = worker
         size = self._history_bytes(credit)
         old_size = state.holders.get(worker)
@@ -117,28 +125,31 @@ class SessionCaches:
         if rebuilt:
             self.context_rebuilds += 1
         turn = credit.turn
-        if turn is not None and turn.branches:
+        # A priming request's declared children were spawned before t*: the engine pins for
+        # the ones still live (expect_fork_children), as only it knows which they are.
+        if turn is not None and turn.branches and not credit.priming:
             for branch in turn.branches:
                 if branch.mode is _FORK:
-                    state.fork_children_expected += len(branch.children)
+                    self._pin(state, credit, branch.children)
         if credit.is_final_turn:
             self._end(sid, state)
         return ServeOutcome(hit=hit, switched=switched, rebuilt=rebuilt)
 
-    def expect_fork_children(self, parent_id: str, count: int) -> None:
-        """The parent's turn declared `count` FORK children: pin its copy until they start."""
-        state = self._sessions.get(parent_id)
-        if state is not None:
-            state.fork_children_expected += count
-
-    def fork_child_settled(self, parent_id: str) -> None:
-        """A FORK child took its inherited copy (or failed before starting)."""
+    def expect_fork_children(self, parent_id: str, child_ids: list[str]) -> None:
+        """Pin the parent's copy until these FORK children (instance ids) take theirs."""
         state = self._sessions.get(parent_id)
         if state is None:
             return
-        state.fork_children_started += 1
-        if state.ended:
-            self._release_if_unpinned(parent_id, state)
+        if state.pinned_for is None:
+            state.pinned_for = set(child_ids)
+        else:
+            state.pinned_for.update(child_ids)
+
+    def fork_child_settled(self, parent_id: str, child_id: str) -> None:
+        """A FORK child will not take its parent's copy (it ended before its first request)."""
+        state = self._sessions.get(parent_id)
+        if state is not None and state.pinned_for:
+            self._settle(parent_id, state, child_id)
 
     def session_ended(self, session_id: str) -> None:
         """The session ended before its final turn (error, cancel, worker lost, run cut)."""
@@ -159,13 +170,26 @@ class SessionCaches:
 
     # --------------------------------------------------------------------------- internals
 
-    def _inherit_from_parent(self, credit: Credit, worker: int) -> bool:
-        parent_id = credit.parent_id
-        parent = self._sessions.get(parent_id) if parent_id is not None else None
-        found = parent is not None and worker in parent.holders
-        if parent is not None and parent_id is not None:
-            self.fork_child_settled(parent_id)
-        return found
+    @staticmethod
+    def _pin(state: _Session, credit: Credit, children: tuple[str, ...]) -> None:
+        # Children's instance ids share the declaring session's instance prefix
+        # (`t<k>:` + template id); credits built without a template carry bare ids.
+        sid = credit.session_id
+        template_id = credit.template_id
+        prefix = sid[: len(sid) - len(template_id)] if template_id else ""
+        if state.pinned_for is None:
+            state.pinned_for = set()
+        state.pinned_for.update(prefix + child for child in children)
+
+    def _settle(self, parent_id: str, parent: _Session, child_id: str) -> None:
+        pins = parent.pinned_for
+        if pins is None or child_id not in pins:
+            return
+        pins.discard(child_id)
+        if not pins:
+            parent.pinned_for = None
+            if parent.ended:
+                self._release_if_unpinned(parent_id, parent)
 
     def _end(self, sid: str, state: _Session) -> None:
         state.ended = True
@@ -173,7 +197,7 @@ class SessionCaches:
 
     def _release_if_unpinned(self, sid: str, state: _Session) -> None:
         # A FORK parent's current copy is not an orphan while its children may still copy it.
-        if state.fork_children_started < state.fork_children_expected:
+        if state.pinned_for:
             return
         # Evict the copy on the worker that served the final turn; copies elsewhere are the
         # leak this product measures: nothing will ever evict them but the capacity cap.

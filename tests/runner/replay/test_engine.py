@@ -79,7 +79,8 @@ def test_with_on_worker_loss_fail_the_lost_workers_sessions_end_with_worker_lost
 
     results = drive(engine, after=lose)
     assert [error for _, error in results] == [None, None, "worker_lost"]
-    assert engine.scheduler.trees_completed == 1  # the tree drains: the session ended
+    # The tree drains (the session ended) but is cut, not completed: its last turn never ran.
+    assert engine.scheduler.trees_completed == 0 and engine.scheduler.trees_cut == 1
 
 
 def test_fork_grandchildren_share_their_ancestors_worker_and_history():

@@ -119,7 +119,7 @@ def test_a_tree_cut_by_the_runs_end_stamps_no_request_tree_final():
         latency_of={"c0": 3.0, "c1": 3.0},
     )
     assert scheduler.trees_completed == 0
-    assert scheduler.cut_trees() == 1
+    assert scheduler.trees_cut == 1
     assert not any(c.is_tree_final for c in credits)
 
 

@@ -206,14 +206,6 @@ def test_a_final_turn_that_declares_forks_keeps_the_entry_for_its_children():
     assert router.entry_count == 0
 
 
-def test_an_unclaimed_entry_is_evicted_when_no_fork_child_ever_registers():
-    router = StickyRouter(2)
-    send(router, credit("r", 0, of=1, forks=True))
-    assert router.entry_count == 1
-    router.evict_unclaimed("r")
-    assert router.entry_count == 0
-
-
 def test_eviction_credits_the_worker_the_entry_was_counted_against():
     router = StickyRouter(2)
     w = send(router, credit("r", 0, of=2, forks=True))

@@ -85,7 +85,7 @@ def test_a_spawn_child_never_counts_a_rebuild():
 def test_a_fork_child_that_never_starts_releases_its_parents_pin():
     caches = SessionCaches(1)
     caches.serve(with_turn(credit("p", 0, of=1), forks=("f",)), 0)
-    caches.fork_child_settled("p")
+    caches.fork_child_settled("p", "f")
     assert caches.copies == 0
 
 
