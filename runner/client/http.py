@@ -16,12 +16,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from runner.client.openai import (
-    InferenceRequest,
-    ResponseAccumulator,
-    encode_body,
-    error_message,
-)
+from runner.client.answers import ResponseAccumulator, error_message
+from runner.client.openai import InferenceRequest, encode_body
 from runner.client.sse import SSEParser
 from runner.client.transport import PooledTransport
 from runner.errors import ErrorCategory

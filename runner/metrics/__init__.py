@@ -1,7 +1,7 @@
 """Metrics: per-request records, mergeable latency histograms, run aggregates, live series.
 
 Pure state fed with records and elapsed times; no clock, no I/O. Snapshots from several
-processes merge exactly (`RunMetrics.merge`, `RunMetrics.from_snapshot`).
+processes merge exactly (`RunMetrics.merge`; wire form: `metrics_to_dict`, `metrics_from_dict`).
 """
 
 from runner.metrics.aggregate import (
@@ -12,11 +12,17 @@ from runner.metrics.aggregate import (
     InferenceWorkersDict,
     InferenceWorkersSummary,
     RequestStats,
-    RequestStatsDict,
     RunMetrics,
-    RunSnapshot,
     RunSummary,
     Throughput,
+)
+from runner.metrics.encoding import (
+    RequestStatsDict,
+    RunSnapshot,
+    metrics_from_dict,
+    metrics_to_dict,
+    stats_from_dict,
+    stats_to_dict,
 )
 from runner.metrics.histogram import (
     HISTOGRAM_SCHEME,
@@ -62,4 +68,8 @@ __all__ = [
     "SeriesPoint",
     "Throughput",
     "branch_mode_name",
+    "metrics_from_dict",
+    "metrics_to_dict",
+    "stats_from_dict",
+    "stats_to_dict",
 ]

@@ -1,9 +1,9 @@
-"""Run-level aggregation of request records: counters, histograms, splits, snapshots.
+"""Run-level aggregation of request records: counters, histograms, splits.
 
 Owns what a run's metrics are made of (overall, by tree depth, by branch mode, per client and
-inference worker), goodput against SLOs, and the exact merge of snapshots from several
-processes. It must not read a clock or do I/O: callers pass records and elapsed time, and
-publish what `summary()` and `snapshot()` return.
+inference worker), goodput against SLOs, and the exact merge of metrics from several
+processes (their wire form is `encoding.py`'s). It must not read a clock or do I/O: callers
+pass records and elapsed time, and publish what `summary()` returns.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Final, TypedDict
 
 from runner.errors import SpecError
-from runner.metrics.histogram import HistogramDict, LatencyHistogram, PercentileSummary
+from runner.metrics.histogram import LatencyHistogram, PercentileSummary
 from runner.metrics.records import BRANCH_MODE_NAMES, RequestRecord
 
 __all__ = [
@@ -24,9 +24,7 @@ __all__ = [
     "InferenceWorkersDict",
     "InferenceWorkersSummary",
     "RequestStats",
-    "RequestStatsDict",
     "RunMetrics",
-    "RunSnapshot",
     "RunSummary",
     "Throughput",
 ]
@@ -35,7 +33,6 @@ __all__ = [
 # per depth stops being readable.
 DEPTH_LABELS: Final = ("0", "1", "2", "3+")
 SLO_METRICS: Final = ("ttft_ms", "itl_ms", "latency_ms")
-_SNAPSHOT_VERSION: Final = 2
 
 
 class Throughput(TypedDict):
@@ -95,37 +92,6 @@ class RunSummary(GroupSummary):
     by_branch_mode: dict[str, GroupSummary]
     client_workers: ClientWorkersDict
     inference_workers: InferenceWorkersSummary
-
-
-class RequestStatsDict(TypedDict):
-    requests: int
-    completed: int
-    good: int
-    errors: dict[str, int]
-    prompt_tokens: int
-    output_tokens: int
-    cached_tokens: int
-    cache_reported_prompt_tokens: int
-    first_start_s: float | None
-    last_end_s: float | None
-    ttft_ms: HistogramDict
-    itl_ms: HistogramDict
-    latency_ms: HistogramDict
-
-
-class RunSnapshot(TypedDict):
-    """Cumulative, JSON-able state of a RunMetrics. The overall group is not stored: it is
-    the exact merge of the depth groups. Groups without requests are left out."""
-
-    version: int
-    slo_ms: dict[str, float]
-    warmup_requests: int
-    by_depth: dict[str, RequestStatsDict]
-    by_branch_mode: dict[str, RequestStatsDict]
-    client_workers: ClientWorkersDict
-    inference_workers: InferenceWorkersDict
-    child_first_turn_tokens: list[int]  # [prompt tokens, cached tokens]
-    schedule_lag_ms: HistogramDict
 
 
 def _ratio(numerator: int, denominator: int) -> float | None:
@@ -268,47 +234,6 @@ class RequestStats:
             "span_s": self.span_s,
             "throughput": None if elapsed_s is None else self.throughput(elapsed_s),
         }
-
-    def to_dict(self) -> RequestStatsDict:
-        return {
-            "requests": self.requests,
-            "completed": self.completed,
-            "good": self.good,
-            "errors": dict(sorted(self.errors_by_category.items())),
-            "prompt_tokens": self.prompt_tokens,
-            "output_tokens": self.output_tokens,
-            "cached_tokens": self.cached_tokens,
-            "cache_reported_prompt_tokens": self.cache_reported_prompt_tokens,
-            "first_start_s": self.first_start_s if self.requests else None,
-            "last_end_s": self.last_end_s if self.requests else None,
-            "ttft_ms": self.ttft_ms.to_dict(),
-            "itl_ms": self.itl_ms.to_dict(),
-            "latency_ms": self.latency_ms.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: RequestStatsDict) -> RequestStats:
-        stats = cls()
-        stats.requests = data["requests"]
-        stats.completed = data["completed"]
-        stats.good = data["good"]
-        stats.errors_by_category = dict(data["errors"])
-        stats.prompt_tokens = data["prompt_tokens"]
-        stats.output_tokens = data["output_tokens"]
-        stats.cached_tokens = data["cached_tokens"]
-        stats.cache_reported_prompt_tokens = data["cache_reported_prompt_tokens"]
-        first_start_s, last_end_s = data["first_start_s"], data["last_end_s"]
-        if stats.requests:
-            if first_start_s is None or last_end_s is None:
-                raise ValueError("a group with requests needs first_start_s and last_end_s")
-            stats.first_start_s = float(first_start_s)
-            stats.last_end_s = float(last_end_s)
-        stats.ttft_ms = LatencyHistogram.from_dict(data["ttft_ms"])
-        stats.itl_ms = LatencyHistogram.from_dict(data["itl_ms"])
-        stats.latency_ms = LatencyHistogram.from_dict(data["latency_ms"])
-        if stats.completed + stats.errors != stats.requests:
-            raise ValueError("group requests must equal completed plus errors")
-        return stats
 
 
 class _InferenceWorkerTally:
@@ -548,76 +473,37 @@ class RunMetrics:
             },
         }
 
-    # -- snapshots -------------------------------------------------------------------------
+    # -- restoring (encoding.py reads a wire form back through this) --------------------
 
-    def snapshot(self) -> RunSnapshot:
-        return {
-            "version": _SNAPSHOT_VERSION,
-            "slo_ms": self.slo_ms,
-            "warmup_requests": self.warmup_requests,
-            "by_depth": {
-                label: stats.to_dict()
-                for label, stats in zip(DEPTH_LABELS, self._by_depth, strict=True)
-                if stats.requests
-            },
-            "by_branch_mode": {
-                mode: stats.to_dict() for mode, stats in self._by_mode.items() if stats.requests
-            },
-            "client_workers": self.client_workers(),
-            "inference_workers": self.inference_workers(),
-            "child_first_turn_tokens": [
-                self.child_first_prompt_tokens,
-                self.child_first_cached_tokens,
-            ],
-            "schedule_lag_ms": self.schedule_lag_ms.to_dict(),
-        }
-
-    @classmethod
-    def from_snapshot(cls, data: RunSnapshot) -> RunMetrics:
-        if data.get("version") != _SNAPSHOT_VERSION:
-            raise ValueError(
-                f"metrics snapshot version {data.get('version')!r} is not {_SNAPSHOT_VERSION}"
-            )
-        metrics = cls(slo_ms=data["slo_ms"])
-        metrics.warmup_requests = data["warmup_requests"]
-        prompt, cached = data.get("child_first_turn_tokens", [0, 0])
-        metrics.child_first_prompt_tokens, metrics.child_first_cached_tokens = prompt, cached
-        metrics.schedule_lag_ms = LatencyHistogram.from_dict(data["schedule_lag_ms"])
-        depth_labels = set(data["by_depth"]) - set(DEPTH_LABELS)
-        mode_labels = set(data["by_branch_mode"]) - set(BRANCH_MODE_NAMES)
-        if depth_labels or mode_labels:
-            raise ValueError(f"unknown metrics groups {sorted(depth_labels | mode_labels)}")
+    def restore(
+        self,
+        *,
+        warmup_requests: int,
+        by_depth: Mapping[str, RequestStats],
+        by_branch_mode: Mapping[str, RequestStats],
+        client_workers: ClientWorkersDict,
+        inference_workers: InferenceWorkersDict,
+        child_first_tokens: tuple[int, int],
+        schedule_lag_ms: LatencyHistogram,
+    ) -> None:
+        """Replace this object's state with already validated parts."""
+        self.warmup_requests = warmup_requests
+        self.child_first_prompt_tokens, self.child_first_cached_tokens = child_first_tokens
+        self.schedule_lag_ms = schedule_lag_ms
         for index, label in enumerate(DEPTH_LABELS):
-            group = data["by_depth"].get(label)
-            if group is not None:
-                metrics._by_depth[index] = RequestStats.from_dict(group)
-                metrics._overall_stale = True
-        for mode, group in data["by_branch_mode"].items():
-            metrics._by_mode[mode] = RequestStats.from_dict(group)
-        if sum(s.requests for s in metrics._by_mode.values()) != metrics.overall.requests:
-            raise ValueError("metrics snapshot depth and branch-mode groups disagree")
-
-        clients = data["client_workers"]
-        if len(clients["completed"]) != len(clients["errors"]):
-            raise ValueError("client_workers arrays must have equal lengths")
-        metrics._client_completed = list(clients["completed"])
-        metrics._client_errors = list(clients["errors"])
-
-        workers = data["inference_workers"]
-        columns = (
-            workers["requests"],
-            workers["errors"],
-            workers["prompt_tokens"],
-            workers["cached_tokens"],
-            workers["cache_reported_prompt_tokens"],
-        )
-        if any(len(column) != len(workers["ids"]) for column in columns):
-            raise ValueError("inference_workers arrays must have equal lengths")
-        for position, worker_id in enumerate(workers["ids"]):
-            tally = metrics._inference[worker_id] = _InferenceWorkerTally()
-            tally.requests = workers["requests"][position]
-            tally.errors = workers["errors"][position]
-            tally.prompt_tokens = workers["prompt_tokens"][position]
-            tally.cached_tokens = workers["cached_tokens"][position]
-            tally.cache_reported_prompt_tokens = workers["cache_reported_prompt_tokens"][position]
-        return metrics
+            self._by_depth[index] = by_depth.get(label) or RequestStats()
+        self._overall_stale = True
+        for mode in BRANCH_MODE_NAMES:
+            self._by_mode[mode] = by_branch_mode.get(mode) or RequestStats()
+        self._client_completed = list(client_workers["completed"])
+        self._client_errors = list(client_workers["errors"])
+        self._inference = {}
+        for position, worker_id in enumerate(inference_workers["ids"]):
+            tally = self._inference[worker_id] = _InferenceWorkerTally()
+            tally.requests = inference_workers["requests"][position]
+            tally.errors = inference_workers["errors"][position]
+            tally.prompt_tokens = inference_workers["prompt_tokens"][position]
+            tally.cached_tokens = inference_workers["cached_tokens"][position]
+            tally.cache_reported_prompt_tokens = inference_workers["cache_reported_prompt_tokens"][
+                position
+            ]

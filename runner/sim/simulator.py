@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from runner.cluster import Cluster, ClusterConfig, ClusterRequest, Rejection
+from runner.dynamo import PARENT_SESSION_HEADER, SESSION_HEADER
 from runner.errors import ErrorCategory
 from runner.metrics import RequestRecord, RunMetrics
 from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
@@ -174,8 +175,8 @@ def _submit(
         prompt_tokens=turn.input_tokens,
         output_tokens=output_tokens,
         session_control=dispatch.affinity.session_control,
-        session_header=headers.get("X-Dynamo-Session-ID"),
-        parent_session_header=headers.get("X-Dynamo-Parent-Session-ID"),
+        session_header=headers.get(SESSION_HEADER),
+        parent_session_header=headers.get(PARENT_SESSION_HEADER),
     )
     placement = cluster.submit(request, now_s)
     if isinstance(placement, Rejection):

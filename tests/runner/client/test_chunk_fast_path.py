@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-import runner.client.openai as openai_module
+import runner.client.answers as answers_module
 from runner.client import ChatRequest, InferenceClient, ResponseResult, Timeouts
-from runner.client.openai import ResponseAccumulator
+from runner.client.answers import ResponseAccumulator
 from runner.client.sse import SSEParser
 
 if TYPE_CHECKING:
@@ -363,13 +363,13 @@ def test_plain_chunks_after_the_first_are_not_json_decoded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[str] = []
-    decode = openai_module._decode
+    decode = answers_module._decode
 
     def counting(text: str) -> Any:
         calls.append(text)
         return decode(text)
 
-    monkeypatch.setattr(openai_module, "_decode", counting)
+    monkeypatch.setattr(answers_module, "_decode", counting)
     words = plain(*(f" w{n}" for n in range(50)))
     reads = pieces(sse([ROLE, *words, chat(b'"!"', b'"stop"'), USAGE, DONE]), "events")
     acc = fast(reads, capture_text=True)
@@ -384,17 +384,17 @@ def test_a_stream_that_never_repeats_stops_trying_to_learn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[str] = []
-    decode = openai_module._decode
+    decode = answers_module._decode
 
     def counting(text: str) -> Any:
         calls.append(text)
         return decode(text)
 
-    monkeypatch.setattr(openai_module, "_decode", counting)
+    monkeypatch.setattr(answers_module, "_decode", counting)
     stream = CORPUS["every chunk different"]
     acc = fast(pieces(sse(stream), "events"), capture_text=False)
     assert len(acc.chunk_times) == 12
-    assert len(calls) == 12 + openai_module._LEARN_ATTEMPTS
+    assert len(calls) == 12 + answers_module._LEARN_ATTEMPTS
 
 
 @pytest.mark.parametrize(

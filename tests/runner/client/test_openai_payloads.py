@@ -8,14 +8,8 @@ from typing import Any
 
 import pytest
 
-from runner.client.openai import (
-    ChatRequest,
-    CompletionRequest,
-    ResponseAccumulator,
-    encode_body,
-    merge_body,
-    parse_worker_id,
-)
+from runner.client.answers import ResponseAccumulator, parse_worker_id
+from runner.client.openai import ChatRequest, CompletionRequest, encode_body, merge_body
 from runner.client.sse import SSEEvent
 
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from runner.errors import SpecError
-from runner.metrics import ERROR_CATEGORIES, RequestRecord, RunMetrics
+from runner.metrics import (
+    ERROR_CATEGORIES,
+    RequestRecord,
+    RunMetrics,
+    metrics_from_dict,
+    metrics_to_dict,
+    stats_to_dict,
+)
 from tests.runner.metrics.builders import request
 
 PERCENTILE_KEYS = ["p50", "p90", "p95", "p99", "min", "max", "mean", "std"]
@@ -264,7 +271,7 @@ def test_merged_run_metrics_equal_one_run_fed_both_streams() -> None:
     merged.merge(metrics_of(records[1::3], **options))
     merged.merge(metrics_of(records[2::3], **options))
     single = metrics_of(records, **options)
-    assert merged.snapshot() == single.snapshot()
+    assert metrics_to_dict(merged) == metrics_to_dict(single)
     assert merged.summary(elapsed_s=30.0) == single.summary(elapsed_s=30.0)
 
 
@@ -275,36 +282,36 @@ def test_merge_rejects_metrics_judged_against_other_slos() -> None:
 
 def test_snapshot_round_trips_exactly() -> None:
     metrics = metrics_of(random_records(seed=15, n=2_000), slo_ms={"itl_ms": 8.0})
-    wire = json.dumps(metrics.snapshot())
-    restored = RunMetrics.from_snapshot(json.loads(wire))
-    assert restored.snapshot() == metrics.snapshot()
+    wire = json.dumps(metrics_to_dict(metrics))
+    restored = metrics_from_dict(json.loads(wire))
+    assert metrics_to_dict(restored) == metrics_to_dict(metrics)
     assert restored.summary(elapsed_s=20.0) == metrics.summary(elapsed_s=20.0)
-    assert restored.overall.to_dict() == metrics.overall.to_dict()
+    assert stats_to_dict(restored.overall) == stats_to_dict(metrics.overall)
 
 
 def test_snapshots_from_several_processes_combine_exactly() -> None:
     records = random_records(seed=16, n=2_000)
     combined = RunMetrics()
     for part in range(4):
-        wire = json.dumps(metrics_of(records[part::4]).snapshot())
-        combined.merge(RunMetrics.from_snapshot(json.loads(wire)))
-    assert combined.snapshot() == metrics_of(records).snapshot()
+        wire = json.dumps(metrics_to_dict(metrics_of(records[part::4])))
+        combined.merge(metrics_from_dict(json.loads(wire)))
+    assert metrics_to_dict(combined) == metrics_to_dict(metrics_of(records))
 
 
 def test_snapshot_leaves_out_groups_without_requests() -> None:
-    snapshot = metrics_of([request(depth=0, branch_mode="root")]).snapshot()
+    snapshot = metrics_to_dict(metrics_of([request(depth=0, branch_mode="root")]))
     assert list(snapshot["by_depth"]) == ["0"]
     assert list(snapshot["by_branch_mode"]) == ["root"]
-    empty = RunMetrics.from_snapshot(RunMetrics().snapshot())
+    empty = metrics_from_dict(metrics_to_dict(RunMetrics()))
     assert empty.summary()["requests"] == 0
 
 
 def test_from_snapshot_rejects_another_version_or_unknown_groups() -> None:
-    snapshot = metrics_of([request()]).snapshot()
+    snapshot = metrics_to_dict(metrics_of([request()]))
     with pytest.raises(ValueError, match="version"):
-        RunMetrics.from_snapshot({**snapshot, "version": 99})
+        metrics_from_dict({**snapshot, "version": 99})
     with pytest.raises(ValueError, match="groups"):
-        RunMetrics.from_snapshot({**snapshot, "by_depth": {"7": snapshot["by_depth"]["0"]}})
+        metrics_from_dict({**snapshot, "by_depth": {"7": snapshot["by_depth"]["0"]}})
 
 
 def test_child_first_turn_hit_ratio_counts_only_the_first_requests_of_children():
@@ -320,7 +327,7 @@ def test_child_first_turn_hit_ratio_counts_only_the_first_requests_of_children()
         request(depth=2, branch_mode="fork", turn_index=0, prompt_tokens=1000, cached_tokens=0)
     )
     assert metrics.child_first_turn_hit_ratio == 0.3
-    restored = RunMetrics.from_snapshot(metrics.snapshot())
+    restored = metrics_from_dict(metrics_to_dict(metrics))
     assert restored.child_first_turn_hit_ratio == 0.3
     restored.merge(metrics)
     assert restored.child_first_prompt_tokens == 4000
