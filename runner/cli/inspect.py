@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args.file, format=args.format)
     stats = inspect_trace(trace)
     if args.json:
-        print(json.dumps(stats))
+        # Loaders refuse non-finite numbers, so the statistics are finite: strict JSON always.
+        print(json.dumps(stats, allow_nan=False))
     else:
         print(_table(stats))
     return 0

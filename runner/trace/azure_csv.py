@@ -9,10 +9,14 @@ sessions and no prefix information, so there are no hash ids; durations are nomi
 from __future__ import annotations
 
 import csv
+import io
+import re
 from datetime import UTC, datetime
+from typing import Any
 
 from runner.errors import TraceError
 from runner.trace.build import Warnings, content_scope
+from runner.trace.limits import MAX_SECONDS, MAX_TOKENS, shown
 from runner.trace.model import Session, Trace, TraceFormat, Tree, Turn
 from runner.trace.timing import nominal_duration_s
 
@@ -20,17 +24,44 @@ __all__ = ["AZURE_COLUMNS", "load_azure_csv"]
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
+# The csv module refuses fields longer than this (its default); no valid field comes close.
+_FIELD_LIMIT = csv.field_size_limit()
+_FRACTION = re.compile(r"[0-9]{1,9}")
+_COUNT = re.compile(r"[0-9]{1,9}")  # a token count: plain decimal digits, at most 9 of them
+
 
 def _parse_time(value: str) -> float:
-    """Seconds since the epoch of '2023-11-16 18:15:46.6805900' (any number of decimals)."""
-    whole, _, frac = value.strip().partition(".")
+    """Seconds since the epoch of '2023-11-16 18:15:46.6805900' (up to 9 decimals)."""
+    whole, dot, frac = value.strip().partition(".")
+    if dot and not _FRACTION.fullmatch(frac):
+        raise ValueError(value)  # `46.5e400` would read as infinity
     # Only differences matter; reading as UTC keeps them free of DST jumps.
     base = datetime.fromisoformat(whole).replace(tzinfo=UTC)
-    return base.timestamp() + (float(f"0.{frac}") if frac else 0.0)
+    return base.timestamp() + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
+def _parse_count(value: str) -> int:
+    value = value.strip()
+    if not _COUNT.fullmatch(value):
+        raise ValueError(value)
+    return int(value)
 
 
 def load_azure_csv(text: str, *, source: str) -> Trace:
-    reader = csv.reader(text.splitlines())
+    # newline="" lets csv see the file's own line ends; line_num then counts the file's lines.
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        return _load_rows(reader, source=source, text=text)
+    except csv.Error as exc:
+        raise TraceError(
+            f"bad CSV: {shown(str(exc))}",
+            source=source,
+            line=reader.line_num,
+            fix=f"fields are at most {_FIELD_LIMIT:,} characters, without NUL bytes",
+        ) from None
+
+
+def _load_rows(reader: Any, *, source: str, text: str) -> Trace:
     header = next(reader, None)
     if header is None:
         raise TraceError("the file is empty", source=source, line=1)
@@ -47,7 +78,8 @@ def load_azure_csv(text: str, *, source: str) -> Trace:
     col = {c: lowered.index(c.lower()) for c in AZURE_COLUMNS}
     warnings = Warnings()
     rows: list[tuple[int, float, int, int]] = []
-    for line, record in enumerate(reader, start=2):
+    for record in reader:
+        line = reader.line_num
         if not record or not any(cell.strip() for cell in record):
             continue
         if len(record) < len(names):
@@ -62,23 +94,25 @@ def load_azure_csv(text: str, *, source: str) -> Trace:
         try:
             t = _parse_time(record[col["TIMESTAMP"]])
             field = "ContextTokens"
-            context = int(record[col["ContextTokens"]])
+            context = _parse_count(record[col["ContextTokens"]])
             field = "GeneratedTokens"
-            generated = int(record[col["GeneratedTokens"]])
-        except ValueError:
+            generated = _parse_count(record[col["GeneratedTokens"]])
+        except (ValueError, OverflowError):
             raise TraceError(
-                f"bad {field} value {record[col[field]]!r}",
+                f"bad {field} value {shown(record[col[field]])}",
                 source=source,
                 line=line,
                 path=field,
-                fix="TIMESTAMP like 2023-11-16 18:15:46.68; token counts as integers",
+                fix="TIMESTAMP like 2023-11-16 18:15:46.68; token counts as whole numbers",
             ) from None
-        if context < 1 or generated < 0:
+        if not 1 <= context <= MAX_TOKENS or generated > MAX_TOKENS:
             bad, need = (
-                ("ContextTokens", "at least 1") if context < 1 else ("GeneratedTokens", ">= 0")
+                ("ContextTokens", f"1..{MAX_TOKENS:,}")
+                if not 1 <= context <= MAX_TOKENS
+                else ("GeneratedTokens", f"0..{MAX_TOKENS:,}")
             )
             raise TraceError(
-                f"{bad} must be {need}, got {record[col[bad]]}",
+                f"{bad} must be {need} (the limit), got {shown(record[col[bad]])}",
                 source=source,
                 line=line,
                 path=bad,
@@ -90,6 +124,15 @@ def load_azure_csv(text: str, *, source: str) -> Trace:
     if not rows:
         raise TraceError("the file holds no requests", source=source, line=2)
     origin = min(t for _, t, _, _ in rows)
+    last_line, last = max(((line, t) for line, t, _, _ in rows), key=lambda lt: lt[1])
+    if last - origin > MAX_SECONDS:
+        raise TraceError(
+            f"the rows span {last - origin:.3g} s, over the {MAX_SECONDS:.0e} s limit",
+            source=source,
+            line=last_line,
+            path="TIMESTAMP",
+            fix="check the timestamps: a trace spans hours or days",
+        )
     trees: list[Tree] = []
     for line, t, context, generated in rows:
         sid = f"azure-{line}"

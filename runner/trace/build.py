@@ -9,14 +9,14 @@ file, line and JSON path. It never reads files and knows no format's field names
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from runner.errors import TraceError
+from runner.trace.limits import one_line, shown
 from runner.trace.model import BranchMode, Session, Tree, Turn
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "assemble_trees",
     "content_scope",
     "fit_hash_ids",
-    "iter_json_lines",
     "json_path",
     "trace_error_from_validation",
 ]
@@ -82,42 +81,16 @@ def content_scope(text: str) -> str:
     return "sha:" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def iter_json_lines(text: str, *, source: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-blank line of a JSON-lines text."""
-    lines = text.split("\n")
-    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
-    for i, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            cut = i == last and not text.endswith("\n") and exc.pos >= len(raw.rstrip()) - 1
-            raise TraceError(
-                f"not valid JSON: {exc.msg} at column {exc.colno}"
-                + (" (the line ends early: is the file truncated?)" if cut else ""),
-                source=source,
-                line=i + 1,
-                fix="each line must be one complete JSON object",
-            ) from None
-        if not isinstance(obj, dict):
-            raise TraceError(
-                f"expected a JSON object, got {type(obj).__name__}",
-                source=source,
-                line=i + 1,
-                fix="each line must be one JSON object",
-            )
-        yield i + 1, obj
-
-
 def json_path(loc: Sequence[int | str]) -> str:
-    """('turns', 0, 'max_tokens') → 'turns[0].max_tokens'."""
+    """('turns', 0, 'max_tokens') → 'turns[0].max_tokens'; a key that is not a plain name
+    (a file's own keys can hold anything) is shown quoted and shortened."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else str(part)
+            name = part if part.isidentifier() and len(part) <= 40 else f"[{shown(part)}]"
+            out += f".{name}" if out and not name.startswith("[") else name
     return out
 
 
@@ -142,22 +115,25 @@ def trace_error_from_validation(
             continue
         loc.append(part)
     kind = err["type"]
+    if kind in ("extra_forbidden", "missing") and loc:
+        # Located at the object that has (or lacks) the key.
+        name = shown(loc[-1])
+        problem = (
+            f"unknown key {name}" if kind == "extra_forbidden" else f"missing required key {name}"
+        )
+        if kind == "extra_forbidden":
+            fix = fix or "remove it or check its spelling"
+        loc = loc[:-1]
+    else:
+        # pydantic's message may quote the input raw (a tag holding a newline): one line it is.
+        msg = one_line(err["msg"], limit=160)
+        problem = f"{msg[0].lower()}{msg[1:]} (got {shown(err.get('input'))})"
     path = json_path(loc)
     if prefix:
         path = f"{prefix}.{path}" if path else prefix
-    if kind == "extra_forbidden":
-        problem = f"unknown key {loc[-1]!r}" if loc else "unknown key"
-        fix = fix or "remove it or check its spelling"
-        path = path.rsplit(".", 1)[0] if "." in path else (prefix or "")
-    elif kind == "missing":
-        problem = f"missing required key {loc[-1]!r}" if loc else "missing required key"
-        path = path.rsplit(".", 1)[0] if "." in path else (prefix or "")
-    else:
-        shown = repr(err.get("input"))
-        if len(shown) > 40:
-            shown = shown[:37] + "..."
-        problem = f"{err['msg'][0].lower()}{err['msg'][1:]} (got {shown})"
-    return TraceError(problem, source=source, line=line, path=path or None, fix=fix)
+    return TraceError(
+        problem, source=source, line=line, path=one_line(path) if path else None, fix=fix
+    )
 
 
 def fit_hash_ids(
@@ -187,15 +163,46 @@ def assemble_trees(
 
     Roots are `root_ids` when given (every other session must hang below one of them), else
     every session no branch names, in file order. Children inherit their branch's mode; depth
-    is the number of branch hops from the root.
+    is the number of branch hops from the root. Linear in sessions plus branches.
     """
+    by_id = _index_drafts(drafts, source=source)
+    parent_of = _link_children(drafts, by_id, source=source)
+    roots = _roots(drafts, by_id, parent_of, root_ids, source=source)
+    trees: list[Tree] = []
+    reached = 0
+    for root in roots:
+        sessions = _tree_sessions(root, by_id, parent_of)
+        reached += len(sessions)
+        tree_id = tree_ids.get(root, root) if tree_ids else root
+        trees.append(
+            Tree(
+                id=tree_id,
+                root_id=root,
+                sessions=sessions,
+                block_size=block_size,
+                timestamped=timestamped,
+            )
+        )
+    if reached < len(drafts):
+        seen = {sid for tree in trees for sid in tree.sessions}
+        stray = next(d for d in drafts if d.id not in seen)
+        raise _unreachable_error(stray, by_id, parent_of, roots, source=source)
+    return trees
+
+
+# child id → (parent id, mode, declaring turn)
+_ParentOf = dict[str, tuple[str, BranchMode, int]]
+
+
+def _index_drafts(drafts: Sequence[SessionDraft], *, source: str) -> dict[str, SessionDraft]:
+    """Drafts by id; duplicate ids and sessions without turns are errors."""
     by_id: dict[str, SessionDraft] = {}
     for draft in drafts:
         first = by_id.get(draft.id)
         if first is not None:
             where = f" (first defined on line {first.line})" if first.line else ""
             raise TraceError(
-                f"duplicate session id {draft.id!r}{where}",
+                f"duplicate session id {shown(draft.id)}{where}",
                 source=source,
                 line=draft.line,
                 path=draft.where("id") if draft.path else None,
@@ -203,16 +210,21 @@ def assemble_trees(
             )
         if not draft.turns:
             raise TraceError(
-                f"session {draft.id!r} has no turns",
+                f"session {shown(draft.id)} has no turns",
                 source=source,
                 line=draft.line,
                 path=draft.where("turns"),
                 fix="give every session at least one turn or remove it",
             )
         by_id[draft.id] = draft
+    return by_id
 
-    # child id → (parent id, mode, declaring turn)
-    parent_of: dict[str, tuple[str, BranchMode, int]] = {}
+
+def _link_children(
+    drafts: Sequence[SessionDraft], by_id: Mapping[str, SessionDraft], *, source: str
+) -> _ParentOf:
+    """Every child's parent, checking delays, join turns and each child reference."""
+    parent_of: _ParentOf = {}
     for draft in drafts:
         n = len(draft.turns)
         for turn in draft.turns:
@@ -229,127 +241,158 @@ def assemble_trees(
                 if join is not None and not turn.index < join < n:
                     raise TraceError(
                         f"join turn {join} must come after the declaring turn {turn.index} "
-                        f"and before the end of session {draft.id!r} ({n} turns)",
+                        f"and before the end of session {shown(draft.id)} ({n} turns)",
                         source=source,
                         line=draft.line,
                         path=draft.where(f"turns[{turn.index}]"),
                         fix="join on a later turn of the same session, or not at all",
                     )
                 for c, child in enumerate(branch.children):
-                    where = draft.child_path(turn.index, b, c)
-                    if child not in by_id:
-                        raise TraceError(
-                            f"unknown child session {child!r}",
-                            source=source,
-                            line=draft.line,
-                            path=where,
-                            fix="define that session or remove the reference",
-                        )
-                    if child == draft.id:
-                        raise TraceError(
-                            f"session {child!r} names itself as its child (a cycle)",
-                            source=source,
-                            line=draft.line,
-                            path=where,
-                            fix="a session cannot branch into itself",
-                        )
-                    previous = parent_of.get(child)
-                    if previous is not None:
-                        other, other_mode, _ = previous
-                        if BranchMode.FORK in (other_mode, branch.mode):
-                            problem = (
-                                f"session {child!r} is the FORK target of two parents "
-                                f"({other!r} and {draft.id!r})"
-                            )
-                        else:
-                            problem = (
-                                f"session {child!r} has two parents ({other!r} and {draft.id!r})"
-                            )
-                        raise TraceError(
-                            problem,
-                            source=source,
-                            line=draft.line,
-                            path=where,
-                            fix="give each parent its own copy of the child under a distinct id",
-                        )
+                    _check_child(
+                        draft,
+                        child,
+                        branch.mode,
+                        by_id,
+                        parent_of,
+                        source=source,
+                        where=draft.child_path(turn.index, b, c),
+                    )
                     parent_of[child] = (draft.id, branch.mode, turn.index)
+    return parent_of
 
-    if root_ids is None:
-        roots = [d.id for d in drafts if d.id not in parent_of]
-    else:
-        roots = list(root_ids)
-        for root in roots:
-            if root in parent_of:
-                parent = parent_of[root][0]
-                raise TraceError(
-                    f"root session {root!r} is named as a child of {parent!r} (a cycle)",
-                    source=source,
-                    line=by_id[root].line,
-                    path=by_id[root].where("id") if by_id[root].path else None,
-                    fix="the root must not be a child of any session",
-                )
 
-    depth: dict[str, int] = {}
-    trees: list[Tree] = []
-    for root in roots:
-        order = [root]
-        depth[root] = 0
-        for sid in order:  # grows while iterating: breadth-first
-            for turn in by_id[sid].turns:
-                for branch in turn.branches:
-                    for child in branch.children:
-                        depth[child] = depth[sid] + 1
-                        order.append(child)
-        sessions: dict[str, Session] = {}
-        for sid in order:
-            draft = by_id[sid]
-            link = parent_of.get(sid)
-            sessions[sid] = Session(
-                id=sid,
-                turns=tuple(draft.turns),
-                parent_id=link[0] if link else None,
-                mode=link[1] if link else None,
-                depth=depth[sid],
-                subagent_type=draft.subagent_type,
-            )
-        tree_id = tree_ids.get(root, root) if tree_ids else root
-        trees.append(
-            Tree(
-                id=tree_id,
-                root_id=root,
-                sessions=sessions,
-                block_size=block_size,
-                timestamped=timestamped,
-            )
+def _check_child(
+    draft: SessionDraft,
+    child: str,
+    mode: BranchMode,
+    by_id: Mapping[str, SessionDraft],
+    parent_of: _ParentOf,
+    *,
+    source: str,
+    where: str,
+) -> None:
+    if child not in by_id:
+        raise TraceError(
+            f"unknown child session {shown(child)}",
+            source=source,
+            line=draft.line,
+            path=where,
+            fix="define that session or remove the reference",
+        )
+    if child == draft.id:
+        raise TraceError(
+            f"session {shown(child)} names itself as its child (a cycle)",
+            source=source,
+            line=draft.line,
+            path=where,
+            fix="a session cannot branch into itself",
+        )
+    previous = parent_of.get(child)
+    if previous is not None:
+        other, other_mode, _ = previous
+        parents = f"({shown(other)} and {shown(draft.id)})"
+        if BranchMode.FORK in (other_mode, mode):
+            problem = f"session {shown(child)} is the FORK target of two parents {parents}"
+        else:
+            problem = f"session {shown(child)} has two parents {parents}"
+        raise TraceError(
+            problem,
+            source=source,
+            line=draft.line,
+            path=where,
+            fix="give each parent its own copy of the child under a distinct id",
         )
 
-    stray = [d for d in drafts if d.id not in depth]
-    if stray:
-        # Walk up from a stray session: either to a parentless session that is not a root,
-        # or round a cycle (every session has at most one parent).
-        cycle = [stray[0].id]
-        current = stray[0].id
-        while current in parent_of:
-            current = parent_of[current][0]
-            if current in cycle:
-                break
-            cycle.append(current)
-        else:
-            draft = by_id[current]
+
+def _roots(
+    drafts: Sequence[SessionDraft],
+    by_id: Mapping[str, SessionDraft],
+    parent_of: _ParentOf,
+    root_ids: Sequence[str] | None,
+    *,
+    source: str,
+) -> list[str]:
+    if root_ids is None:
+        return [d.id for d in drafts if d.id not in parent_of]
+    for root in root_ids:
+        if root in parent_of:
+            draft = by_id[root]
             raise TraceError(
-                f"session {draft.id!r} is not reachable from the root {roots[0]!r}",
+                f"root session {shown(root)} is named as a child of "
+                f"{shown(parent_of[root][0])} (a cycle)",
                 source=source,
                 line=draft.line,
                 path=draft.where("id") if draft.path else None,
-                fix="name it as a child in some branch, or move it to its own tree",
+                fix="the root must not be a child of any session",
             )
-        cycle = cycle[cycle.index(current) :]
-        loop = " → ".join(reversed([*cycle, current]))
-        raise TraceError(
-            f"sessions form a cycle: {loop}",
-            source=source,
-            line=by_id[current].line,
-            path=by_id[current].where("id") if by_id[current].path else None,
-            fix="break the cycle: a session cannot descend from itself",
+    return list(root_ids)
+
+
+def _tree_sessions(
+    root: str, by_id: Mapping[str, SessionDraft], parent_of: _ParentOf
+) -> dict[str, Session]:
+    """The sessions below `root`, breadth-first (parents before children), with depths."""
+    depth = {root: 0}
+    order = [root]
+    for sid in order:  # grows while iterating
+        for turn in by_id[sid].turns:
+            for branch in turn.branches:
+                for child in branch.children:
+                    depth[child] = depth[sid] + 1
+                    order.append(child)
+    sessions: dict[str, Session] = {}
+    for sid in order:
+        draft = by_id[sid]
+        link = parent_of.get(sid)
+        sessions[sid] = Session(
+            id=sid,
+            turns=tuple(draft.turns),
+            parent_id=link[0] if link else None,
+            mode=link[1] if link else None,
+            depth=depth[sid],
+            subagent_type=draft.subagent_type,
         )
-    return trees
+    return sessions
+
+
+def _unreachable_error(
+    stray: SessionDraft,
+    by_id: Mapping[str, SessionDraft],
+    parent_of: _ParentOf,
+    roots: Sequence[str],
+    *,
+    source: str,
+) -> TraceError:
+    """Walk up from a session no root reaches: either to a parentless session that is not a
+    root, or round a cycle (every session has at most one parent)."""
+    chain = [stray.id]
+    on_chain = {stray.id}
+    current = stray.id
+    while current in parent_of:
+        current = parent_of[current][0]
+        if current in on_chain:
+            break
+        chain.append(current)
+        on_chain.add(current)
+    else:
+        draft = by_id[current]
+        root = shown(roots[0]) if roots else "(none)"
+        return TraceError(
+            f"session {shown(draft.id)} is not reachable from the root {root}",
+            source=source,
+            line=draft.line,
+            path=draft.where("id") if draft.path else None,
+            fix="name it as a child in some branch, or move it to its own tree",
+        )
+    cycle = chain[chain.index(current) :]
+    names = [shown(sid) for sid in reversed([*cycle, current])]
+    if len(names) > 8:
+        names = [*names[:4], "...", *names[-3:]]
+    draft = by_id[current]
+    return TraceError(
+        f"sessions form a cycle: {' → '.join(names)}",
+        source=source,
+        line=draft.line,
+        path=draft.where("id") if draft.path else None,
+        fix="break the cycle: a session cannot descend from itself",
+    )

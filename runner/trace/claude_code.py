@@ -9,8 +9,8 @@ parent). Nested subagents follow the same rules one level down. It never invents
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
-import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -24,55 +24,47 @@ from runner.trace.build import (
     fit_hash_ids,
     trace_error_from_validation,
 )
+from runner.trace.jsontext import parse_json
+from runner.trace.limits import MAX_BLOCK_SIZE, MAX_SECONDS, MAX_TOKENS, shown
 from runner.trace.model import Branch, BranchMode, Trace, TraceFormat, Turn
 
 __all__ = ["load_claude_code"]
 
 # The files come from another project: unknown keys are tolerated (ignored), types are not.
-_LENIENT = ConfigDict(extra="ignore", strict=True, frozen=True)
+_LENIENT = ConfigDict(extra="ignore", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class ModelCall(BaseModel):
     model_config = _LENIENT
-    t: float = Field(ge=0, description="s since the (sub)session start")
+    t: float = Field(ge=0, le=MAX_SECONDS, description="s since the (sub)session start")
     type: Literal["n", "s"]
     model: str | None = None
-    in_tokens: int = Field(alias="in", ge=0)
-    out_tokens: int = Field(alias="out", ge=0)
+    in_tokens: int = Field(alias="in", ge=0, le=MAX_TOKENS)
+    out_tokens: int = Field(alias="out", ge=0, le=MAX_TOKENS)
     hash_ids: list[int] = Field(default_factory=list)
-    api_time: float = Field(ge=0)
+    api_time: float = Field(ge=0, le=MAX_SECONDS)
 
 
 class Subagent(BaseModel):
     model_config = _LENIENT
-    t: float = Field(ge=0)
+    t: float = Field(ge=0, le=MAX_SECONDS)
     type: Literal["subagent"]
     agent_id: str = Field(min_length=1)
     subagent_type: str | None = None
-    duration_ms: float | None = Field(default=None, ge=0)
+    duration_ms: float | None = Field(default=None, ge=0, le=MAX_SECONDS * 1000)
     requests: list[Annotated[ModelCall | Subagent, Field(discriminator="type")]]
 
 
 class ClaudeCodeTrace(BaseModel):
     model_config = _LENIENT
     id: str = Field(min_length=1)
-    block_size: int = Field(gt=0)
+    block_size: int = Field(gt=0, le=MAX_BLOCK_SIZE)
     hash_id_scope: str = "local"
     requests: list[Annotated[ModelCall | Subagent, Field(discriminator="type")]]
 
 
 def load_claude_code(text: str, *, source: str) -> Trace:
-    try:
-        raw: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        cut = exc.pos >= len(text.rstrip()) - 1
-        raise TraceError(
-            f"not valid JSON: {exc.msg} at column {exc.colno}"
-            + (" (the document ends early: is the file truncated?)" if cut else ""),
-            source=source,
-            line=exc.lineno,
-            fix="the file must be one complete JSON object",
-        ) from None
+    raw: Any = parse_json(text, source=source)
     try:
         doc = ClaudeCodeTrace.model_validate(raw, by_alias=True)
     except ValidationError as exc:
@@ -81,7 +73,7 @@ def load_claude_code(text: str, *, source: str) -> Trace:
         ) from None
     if doc.hash_id_scope != "local":
         raise TraceError(
-            f"hash_id_scope {doc.hash_id_scope!r} is not supported",
+            f"hash_id_scope {shown(doc.hash_id_scope)} is not supported",
             source=source,
             path="hash_id_scope",
             fix='only "local" (ids scoped to this file) is understood',
@@ -96,6 +88,7 @@ def load_claude_code(text: str, *, source: str) -> Trace:
         subagent_type=None,
         block_size=doc.block_size,
         drafts=drafts,
+        ids=set(),
         warnings=warnings,
         source=source,
     )
@@ -119,18 +112,21 @@ def _chain(
     subagent_type: str | None,
     block_size: int,
     drafts: list[SessionDraft],
+    ids: set[str],
     warnings: Warnings,
     source: str,
 ) -> SessionDraft:
     """Append the drafts of one chain and its subagents; return the chain's own draft.
 
     Turn 0's delay is its start offset (right for a root); a parent overwrites it for a child.
+    `ids` holds every session id drafted so far. Recursion follows subagent nesting, which the
+    JSON depth limit keeps to a few dozen levels.
     """
     reqs = f"{path}.requests" if path else "requests"
     calls = [(i, r) for i, r in enumerate(requests) if isinstance(r, ModelCall)]
     if not calls:
         raise TraceError(
-            f"session {session_id!r} has no model requests",
+            f"session {shown(session_id)} has no model requests",
             source=source,
             path=reqs,
             fix="a session needs at least one request of type n or s",
@@ -139,14 +135,14 @@ def _chain(
     calls.sort(key=lambda ir: ir[1].t)
     starts = [offset_s + r.t for _, r in calls]
     ends = [s + r.api_time for s, (_, r) in zip(starts, calls, strict=True)]
-    for other in drafts:
-        if other.id == session_id:
-            raise TraceError(
-                f"duplicate session id {session_id!r}",
-                source=source,
-                path=f"{path}.agent_id" if path else "id",
-                fix="every subagent needs its own agent_id",
-            )
+    if session_id in ids:
+        raise TraceError(
+            f"duplicate session id {shown(session_id)}",
+            source=source,
+            path=f"{path}.agent_id" if path else "id",
+            fix="every subagent needs its own agent_id",
+        )
+    ids.add(session_id)
     draft = SessionDraft(id=session_id, turns=[], subagent_type=subagent_type, path=path)
     drafts.append(draft)
 
@@ -158,7 +154,7 @@ def _chain(
         sub_path = f"{reqs}[{i}]"
         inner = [r for r in sub.requests if isinstance(r, ModelCall)]
         if not inner:
-            warnings.add(f"{sub_path}: subagent {sub.agent_id!r} has no requests; skipped")
+            warnings.add(f"{sub_path}: subagent {shown(sub.agent_id)} has no requests; skipped")
             continue
         sub_start = offset_s + sub.t
         # Inner times are relative to the subagent's start; a file whose inner times are
@@ -172,15 +168,19 @@ def _chain(
             subagent_type=sub.subagent_type,
             block_size=block_size,
             drafts=drafts,
+            ids=ids,
             warnings=warnings,
             source=source,
         )
-        declaring = max((k for k, s in enumerate(starts) if s <= sub_start), default=0)
+        # Starts are sorted: the last request starting at or before the subagent declares it.
+        declaring = max(0, bisect.bisect_right(starts, sub_start) - 1)
         if sub.duration_ms is not None:
             sub_end = sub_start + sub.duration_ms / 1000.0
         else:
             sub_end = max(t.t_s + t.duration_s for t in child.turns)
-        join = next((k for k in range(declaring + 1, len(starts)) if starts[k] >= sub_end), None)
+        # The first later request starting at or after the subagent's end waits for it.
+        k = bisect.bisect_left(starts, sub_end, lo=declaring + 1)
+        join = k if k < len(starts) else None
         branches.setdefault(declaring, []).append((sub.agent_id, join))
         # The child's first request waits this long after the declaring request ends.
         first = child.turns[0]

@@ -2,15 +2,16 @@
 
 Owns the mapping of aiperf's DAG rules onto the tree model (bare spawn ⇒ join on the next
 turn, `join_at`, background forks, bare forks only on a final turn, `system` only where a
-context starts) and the token accounting of literal message deltas: prompt tokens are counted
-over the accumulated conversation with a stand-in reply of `max_tokens` words per earlier
-turn, and hash ids name full blocks of that word stream, so a FORK child shares its parent's
-prefix blocks. Orchestrator conversations are not supported.
+context starts, `pre_session_spawns` issued alongside turn 0) and the token accounting of
+literal message deltas: prompt tokens are counted over the accumulated conversation with a
+stand-in reply of `max_tokens` words per earlier turn, and hash ids name full blocks of that
+word stream, so a FORK child shares its parent's prefix blocks. Replies are only built when a
+later turn needs them, within MAX_DAG_TOTAL_TOKENS. Orchestrator conversations are not
+supported.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import Any, Literal
 
@@ -19,13 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from runner.errors import TraceError
 from runner.trace.build import (
     SessionDraft,
-    Warnings,
     assemble_trees,
     content_scope,
-    iter_json_lines,
     trace_error_from_validation,
 )
-from runner.trace.model import Branch, BranchMode, Trace, TraceFormat, Tree, Turn
+from runner.trace.jsontext import iter_json_lines
+from runner.trace.limits import MAX_DAG_TOTAL_TOKENS, MAX_SECONDS, MAX_TOKENS, shown
+from runner.trace.model import Branch, BranchMode, Session, Trace, TraceFormat, Tree, Turn
 from runner.trace.prompts import synthesize_reply
 from runner.trace.timing import with_nominal_times
 from runner.trace.tokens import message_words
@@ -37,7 +38,7 @@ DAG_BLOCK_SIZE = 64
 # Output tokens of a turn without `max_tokens` (the server would choose; we must assume).
 DAG_DEFAULT_OUTPUT_TOKENS = 128
 
-_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 # aiperf keys this importer knows but does not replay: named in the error instead of "unknown".
 _ORCHESTRATOR_KEYS = (
@@ -67,12 +68,14 @@ class DagTurn(BaseModel):
     model_config = _STRICT
     messages: list[dict[str, Any]] = Field(min_length=1)
     model: str | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     tools: list[Any] | None = None
     extra: dict[str, Any] | None = None
     forks: list[DagFork] = Field(default_factory=list)
     spawns: list[DagSpawn] = Field(default_factory=list)
-    delay: float | None = Field(default=None, ge=0, description="ms before this turn")
+    delay: float | None = Field(
+        default=None, ge=0, le=MAX_SECONDS * 1000, description="ms before this turn"
+    )
 
     @field_validator("messages")
     @classmethod
@@ -106,13 +109,12 @@ class DagConversation(BaseModel):
 
 
 def load_dag_jsonl(text: str, *, source: str) -> Trace:
-    warnings = Warnings()
     drafts: list[SessionDraft] = []
     for line, obj in iter_json_lines(text, source=source):
         unsupported = [k for k in _ORCHESTRATOR_KEYS if k in obj]
         if unsupported:
             raise TraceError(
-                f"orchestrator conversations are not supported (key {unsupported[0]!r})",
+                f"orchestrator conversations are not supported (key {shown(unsupported[0])})",
                 source=source,
                 line=line,
                 path=unsupported[0],
@@ -122,46 +124,49 @@ def load_dag_jsonl(text: str, *, source: str) -> Trace:
             conv = DagConversation.model_validate(obj)
         except ValidationError as exc:
             raise trace_error_from_validation(exc, source=source, line=line) from None
-        drafts.append(_draft(conv, line=line, source=source, warnings=warnings))
+        drafts.append(_draft(conv, line=line, source=source))
     if not drafts:
         raise TraceError(
             "the file holds no conversations", source=source, fix="one conversation per line"
         )
     lines = {d.id: d.line for d in drafts}
     trees = assemble_trees(drafts, source=source, block_size=DAG_BLOCK_SIZE, timestamped=False)
-    interner: dict[bytes, int] = {}
+    counter = _TokenCounter(source=source, lines=lines)
     out = []
     for tree in trees:
         _check_system_messages(tree, source=source, lines=lines)
-        out.append(with_nominal_times(_with_token_counts(tree, interner)))
+        out.append(with_nominal_times(counter.with_token_counts(tree)))
     return Trace(
         format=TraceFormat.DAG_JSONL,
         source=source,
         trees=tuple(out),
-        meta={"hash_scope": content_scope(text), **warnings.meta()},
+        meta={"hash_scope": content_scope(text)},
     )
 
 
-def _draft(conv: DagConversation, *, line: int, source: str, warnings: Warnings) -> SessionDraft:
+def _draft(conv: DagConversation, *, line: int, source: str) -> SessionDraft:
     n = len(conv.turns)
     turns: list[Turn] = []
     child_paths: dict[tuple[int, int, int], str] = {}
     for ti, t in enumerate(conv.turns):
         branches: list[Branch] = []
         if ti == 0 and conv.pre_session_spawns:
-            # The model starts children when a turn completes, so "before turn 0" becomes
-            # "after turn 0", unjoined: the nearest shape it can hold.
-            warnings.add(
-                f"line {line}: pre_session_spawns start after turn 0 of {conv.session_id!r}"
-            )
+            # aiperf fires these background SPAWN children before turn 0 is sent: a branch
+            # started when turn 0 is issued, never joined.
             for c in range(len(conv.pre_session_spawns)):
                 child_paths[(ti, len(branches), c)] = f"pre_session_spawns[{c}]"
-            branches.append(Branch(mode=BranchMode.SPAWN, children=tuple(conv.pre_session_spawns)))
+            branches.append(
+                Branch(
+                    mode=BranchMode.SPAWN,
+                    children=tuple(conv.pre_session_spawns),
+                    on_issue=True,
+                )
+            )
         if t.forks:
             for fi, fork in enumerate(t.forks):
                 if not fork.background and ti != n - 1:
                     raise TraceError(
-                        f"fork of {fork.child!r} is not background, so it ends the parent, "
+                        f"fork of {shown(fork.child)} is not background, so it ends the parent, "
                         f"but turn {ti} is not the final turn",
                         source=source,
                         line=line,
@@ -215,15 +220,20 @@ def _check_system_messages(tree: Tree, *, source: str, lines: dict[str, int | No
 
 
 class _Chain:
-    """The accumulated word stream of a conversation, hashed block by block as it grows."""
+    """The accumulated word stream of a conversation, hashed block by block as it grows.
 
-    __slots__ = ("digest", "ids", "pending", "tokens")
+    The stand-in reply of the latest turn is owed, not built: only a later turn (or a FORK
+    child) that carries it in its context pays for its words.
+    """
+
+    __slots__ = ("digest", "ids", "owed", "pending", "tokens")
 
     def __init__(self) -> None:
         self.ids: list[int] = []
         self.pending: list[str] = []
         self.digest = b""
         self.tokens = 0
+        self.owed: tuple[str, int, int] | None = None  # (session, turn, words) of a reply
 
     def copy(self) -> _Chain:
         other = _Chain()
@@ -231,7 +241,22 @@ class _Chain:
         other.pending = list(self.pending)
         other.digest = self.digest
         other.tokens = self.tokens
+        other.owed = self.owed
         return other
+
+    @property
+    def owed_tokens(self) -> int:
+        return self.owed[2] if self.owed is not None else 0
+
+    def settle(self, interner: dict[bytes, int]) -> None:
+        """Hash the owed reply into the stream."""
+        if self.owed is not None:
+            session_id, turn_index, words = self.owed
+            self.owed = None
+            reply = synthesize_reply(
+                session_id=session_id, turn_index=turn_index, output_tokens=words
+            )
+            self.extend(reply.split(), interner)
 
     def extend(self, words: list[str], interner: dict[bytes, int]) -> None:
         self.tokens += len(words)
@@ -246,30 +271,97 @@ class _Chain:
         self.pending = buf[start:]
 
 
-def _with_token_counts(tree: Tree, interner: dict[bytes, int]) -> Tree:
-    fork_points: dict[tuple[str, int], _Chain] = {}
-    declared_on: dict[str, int] = {}
-    sessions = dict(tree.sessions)
-    for sid, session in tree.sessions.items():  # breadth-first: parents before children
-        if session.mode is BranchMode.FORK and session.parent_id is not None:
-            chain = fork_points[(session.parent_id, declared_on[sid])].copy()
+class _TokenCounter:
+    """Input tokens and hash ids of every turn of a file's trees, within the limits.
+
+    Each turn's context may hold MAX_TOKENS; all contexts of the file together
+    MAX_DAG_TOTAL_TOKENS. Both are checked before a reply is built, so the work stays linear
+    in the file and the limits.
+    """
+
+    def __init__(self, *, source: str, lines: dict[str, int | None]) -> None:
+        self.source = source
+        self.lines = lines
+        self.interner: dict[bytes, int] = {}  # block digest -> hash id, numbered per file
+        self.total_tokens = 0
+
+    def _check(self, session_id: str, turn_index: int, tokens: int) -> None:
+        if tokens > MAX_TOKENS:
+            problem = (
+                f"the context of turn {turn_index} of session {shown(session_id)} reaches "
+                f"{tokens:,} tokens, over the {MAX_TOKENS:,} limit"
+            )
+        elif self.total_tokens + tokens > MAX_DAG_TOTAL_TOKENS:
+            problem = (
+                f"the accumulated contexts of the file's turns pass {MAX_DAG_TOTAL_TOKENS:,} "
+                f"tokens (the limit) at turn {turn_index} of session {shown(session_id)}"
+            )
         else:
-            chain = _Chain()
-        turns = []
-        for turn in session.turns:
-            for message in turn.messages or ():
-                chain.extend(message_words(message), interner)
-            turns.append(
-                dataclasses.replace(turn, input_tokens=chain.tokens, hash_ids=tuple(chain.ids))
+            return
+        raise TraceError(
+            problem,
+            source=self.source,
+            line=self.lines.get(session_id),
+            path=f"turns[{turn_index}]",
+            fix="lower max_tokens or split the conversations",
+        )
+
+    def with_token_counts(self, tree: Tree) -> Tree:
+        interner = self.interner
+        fork_points: dict[tuple[str, int], _Chain] = {}
+        declared_on: dict[str, int] = {}
+        sessions: dict[str, Session] = {}
+        for sid, session in tree.sessions.items():  # breadth-first: parents before children
+            if session.mode is BranchMode.FORK and session.parent_id is not None:
+                chain = fork_points[(session.parent_id, declared_on[sid])].copy()
+            else:
+                chain = _Chain()
+            turns = []
+            for turn in session.turns:
+                words = [w for message in turn.messages or () for w in message_words(message)]
+                tokens = chain.tokens + chain.owed_tokens + len(words)
+                self._check(sid, turn.index, tokens)
+                chain.settle(interner)
+                chain.extend(words, interner)
+                self.total_tokens += chain.tokens
+                turns.append(_counted(turn, chain.tokens, tuple(chain.ids)))
+                chain.owed = (sid, turn.index, turn.output_tokens)
+                for branch in turn.branches:
+                    for child in branch.children:
+                        declared_on[child] = turn.index
+                if turn.has_forks:
+                    # Every FORK child carries this reply: build it once, here.
+                    self._check(sid, turn.index, chain.tokens + chain.owed_tokens)
+                    chain.settle(interner)
+                    fork_points[(sid, turn.index)] = chain.copy()
+            sessions[sid] = Session(
+                id=session.id,
+                turns=tuple(turns),
+                parent_id=session.parent_id,
+                mode=session.mode,
+                depth=session.depth,
+                subagent_type=session.subagent_type,
             )
-            reply = synthesize_reply(
-                session_id=sid, turn_index=turn.index, output_tokens=turn.output_tokens
-            )
-            chain.extend(reply.split(), interner)
-            for branch in turn.branches:
-                for child in branch.children:
-                    declared_on[child] = turn.index
-            if turn.has_forks:
-                fork_points[(sid, turn.index)] = chain.copy()
-        sessions[sid] = dataclasses.replace(session, turns=tuple(turns))
-    return dataclasses.replace(tree, sessions=sessions)
+        return Tree(
+            id=tree.id,
+            root_id=tree.root_id,
+            sessions=sessions,
+            block_size=tree.block_size,
+            timestamped=tree.timestamped,
+        )
+
+
+def _counted(turn: Turn, input_tokens: int, hash_ids: tuple[int, ...]) -> Turn:
+    return Turn(
+        index=turn.index,
+        input_tokens=input_tokens,
+        output_tokens=turn.output_tokens,
+        hash_ids=hash_ids,
+        delay_s=turn.delay_s,
+        t_s=turn.t_s,
+        duration_s=turn.duration_s,
+        branches=turn.branches,
+        messages=turn.messages,
+        extra_body=turn.extra_body,
+        model=turn.model,
+    )

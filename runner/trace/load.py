@@ -1,14 +1,16 @@
 """The one entry point from a trace file to a `Trace`: size check, format detection, dispatch.
 
-Owns reading a file safely (size limit, UTF-8) and telling its format from its content — the
-first line's shape, not its extension — then handing the text to that format's loader. It
-never interprets records itself.
+Owns reading a file safely (regular files only, size limit, UTF-8) and telling its format from
+its content — the first line's shape, not its extension — then handing the text to that
+format's loader. It never interprets records itself.
 """
 
 from __future__ import annotations
 
-import json
+import errno
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ from runner.errors import SpecError, TraceError
 from runner.trace.azure_csv import load_azure_csv
 from runner.trace.claude_code import load_claude_code
 from runner.trace.dag_jsonl import load_dag_jsonl
+from runner.trace.jsontext import json_too_deep, parse_json
+from runner.trace.limits import MAX_BLOCK_SIZE, MAX_JSON_DEPTH, shown
 from runner.trace.model import Trace, TraceFormat
 from runner.trace.mooncake import load_mooncake
 from runner.trace.native import load_native
@@ -30,7 +34,9 @@ __all__ = [
     "read_trace_text",
 ]
 
-DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+# The largest trace accepted, by default (files and uploads alike): every loader reads a file
+# this size in well under 5 s and 2 GiB (`python -m runner bench loaders`).
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 
 # Formats a file can hold (SYNTHETIC traces are generated, never read).
 FILE_FORMATS = (
@@ -51,27 +57,64 @@ _LOADERS: dict[TraceFormat, Callable[..., Trace]] = {
 
 _FORMAT_NAMES = ", ".join(f.value for f in FILE_FORMATS)
 _KEY = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:')
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def _size(n: int) -> str:
+    if n < 2**20:
+        return f"{n:,} bytes"
+    return f"{n / 2**20:.1f} MiB" if n % 2**20 else f"{n // 2**20} MiB"
 
 
 def read_trace_text(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """The file's text, refusing files over `max_bytes` before reading them."""
+    """The file's text, refusing anything but a regular file of at most `max_bytes`.
+
+    The file is opened without blocking and judged by the open descriptor, so a FIFO cannot
+    hang the reader and a file swapped after a check is still the one judged; at most
+    `max_bytes + 1` bytes are ever read (a file growing meanwhile, or /proc files that report
+    size 0).
+    """
     source = str(path)
-    p = Path(path)
     try:
-        size = p.stat().st_size
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise TraceError("no such file", source=source, fix="check the path") from None
     except OSError as exc:
-        raise TraceError(f"cannot read the file ({exc.strerror})", source=source) from None
-    if p.is_dir():
-        raise TraceError("is a directory, not a trace file", source=source)
-    if size > max_bytes:
+        reason = "is a socket, not a trace file" if exc.errno == errno.ENXIO else None
         raise TraceError(
-            f"the file is {size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.0f} MiB limit",
+            reason or f"cannot read the file ({exc.strerror or exc})", source=source
+        ) from None
+    try:
+        info = os.fstat(fd)
+        kind = stat.S_IFMT(info.st_mode)
+        if kind != stat.S_IFREG:
+            raise TraceError(
+                f"is {_FILE_KINDS.get(kind, 'not a regular file')}, not a trace file",
+                source=source,
+                fix="traces are regular files",
+            )
+        too_big = TraceError(
+            (f"the file is {_size(info.st_size)}, " if info.st_size > max_bytes else "the file is ")
+            + f"over the {_size(max_bytes)} limit",
             source=source,
             fix="split the trace, or raise the size limit",
         )
-    data = p.read_bytes()
+        if info.st_size > max_bytes:
+            raise too_big
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise TraceError(f"cannot read the file ({exc.strerror or exc})", source=source) from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise too_big
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -91,7 +134,9 @@ def _as_format(value: TraceFormat | str) -> TraceFormat:
         try:
             fmt = TraceFormat(value)
         except ValueError:
-            raise SpecError(f"unknown trace format {value!r}: use one of {_FORMAT_NAMES}") from None
+            raise SpecError(
+                f"unknown trace format {shown(value)}: use one of {_FORMAT_NAMES}"
+            ) from None
     if fmt not in _LOADERS:
         raise SpecError(f"{fmt.value} traces are generated, not read from a file")
     return fmt
@@ -112,17 +157,10 @@ def _sniff(text: str, *, source: str) -> TraceFormat:
             line=text[: len(text) - len(stripped)].count("\n") + 1,
             fix=f"pass --format (one of {_FORMAT_NAMES})",
         )
-    obj: Any
-    try:
-        obj = json.loads(first)
-    except json.JSONDecodeError:
-        obj = None
+    obj = _try_json(first)
     if obj is None and "\n" in stripped.rstrip():
         # Not one object per line: maybe one pretty-printed document (a Claude Code trace).
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError:
-            obj = None
+        obj = _try_json(text)
     # Unparseable (typically a cut-off file): judge by the keys its head spells out, and let
     # that format's loader report exactly where the JSON breaks.
     keys = set(obj) if isinstance(obj, dict) else set(_KEY.findall(stripped[:65536]))
@@ -134,13 +172,31 @@ def _sniff(text: str, *, source: str) -> TraceFormat:
         return TraceFormat.CLAUDE_CODE
     if keys & {"input_length", "output_length"}:
         return TraceFormat.MOONCAKE
+    if json_too_deep(first):
+        raise TraceError(
+            f"JSON nested more than {MAX_JSON_DEPTH} levels deep (the limit)",
+            source=source,
+            line=1,
+            fix="flatten the value; trace records need about 10 levels",
+        )
     raise TraceError(
         "cannot tell the trace format from its content"
-        + (f" (keys {sorted(keys)[:6]})" if keys else ""),
+        + (f" (keys {shown(sorted(keys)[:6])})" if keys else ""),
         source=source,
         line=1,
         fix=f"check the file is complete, or pass --format: one of {_FORMAT_NAMES}",
     )
+
+
+def _try_json(text: str) -> Any:
+    """The parsed value, or None for anything the loader itself should judge and locate
+    (invalid, too deep, not finite)."""
+    if json_too_deep(text):
+        return None
+    try:
+        return parse_json(text, source="", check_depth=False)
+    except TraceError:
+        return None
 
 
 def detect_format(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> TraceFormat:
@@ -160,8 +216,8 @@ def parse_trace(
     `block_size` overrides the tokens per hash id of formats that do not record it (Mooncake).
     """
     fmt = _sniff(text, source=source) if format is None else _as_format(format)
-    if block_size is not None and block_size <= 0:
-        raise SpecError(f"block size must be positive, got {block_size}")
+    if block_size is not None and not 0 < block_size <= MAX_BLOCK_SIZE:
+        raise SpecError(f"block size must be 1..{MAX_BLOCK_SIZE}, got {block_size}")
     if fmt is TraceFormat.MOONCAKE and block_size is not None:
         return load_mooncake(text, source=source, block_size=block_size)
     return _LOADERS[fmt](text, source=source)

@@ -46,16 +46,19 @@ _FORK = BranchMode.FORK
 
 @dataclass(frozen=True, slots=True)
 class Branch:
-    """Children started when the declaring turn completes.
+    """Children started when the declaring turn completes (or, `on_issue`, when it is sent).
 
     `join_turn` is the parent's turn index that waits for every child of this branch under
     strict joins (None: background, nobody waits). Under recorded joins it is ignored and the
-    parent keeps its own clock.
+    parent keeps its own clock. `on_issue`: the children start when the declaring turn is
+    issued, alongside it, instead of when it completes (aiperf's `pre_session_spawns`, which
+    fire before a session's turn 0); their turn-0 delay then runs from that issue.
     """
 
     mode: BranchMode
     children: tuple[str, ...]
     join_turn: int | None = None
+    on_issue: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,10 @@ from runner.trace.build import (
     Warnings,
     content_scope,
     fit_hash_ids,
-    iter_json_lines,
     trace_error_from_validation,
 )
+from runner.trace.jsontext import iter_json_lines
+from runner.trace.limits import MAX_SECONDS, MAX_TOKENS
 from runner.trace.model import Session, Trace, TraceFormat, Tree, Turn
 from runner.trace.timing import nominal_duration_s
 
@@ -37,10 +38,10 @@ MIN_SHARED_BLOCKS = 2
 
 
 class MooncakeRow(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-    timestamp: float = Field(ge=0, description="ms since the trace start")
-    input_length: int = Field(ge=1)
-    output_length: int = Field(ge=0)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+    timestamp: float = Field(ge=0, le=MAX_SECONDS * 1000, description="ms since the trace start")
+    input_length: int = Field(ge=1, le=MAX_TOKENS)
+    output_length: int = Field(ge=0, le=MAX_TOKENS)
     hash_ids: list[int] = Field(default_factory=list)
 
 
@@ -58,37 +59,7 @@ def load_mooncake(text: str, *, source: str, block_size: int = MOONCAKE_BLOCK_SI
         raise TraceError("the file holds no requests", source=source, fix="one request per line")
     rows.sort(key=lambda lr: lr[1].timestamp)
 
-    sessions: list[list[tuple[int, MooncakeRow]]] = []
-    last_active: list[int] = []  # per session: order of its latest request
-    key_of: list[tuple[int, ...]] = []  # per session: its latest request's full-block prefix
-    # (key length, rolling hash of the key) → sessions whose latest request has that key.
-    # Rolling hashes make each lookup O(1) instead of slicing and hashing every prefix.
-    open_keys: dict[tuple[int, int], list[int]] = {}
-    for order, (line, row) in enumerate(rows):
-        ids = tuple(row.hash_ids)
-        prefix = _prefix_hashes(ids)
-        chosen: int | None = None
-        # Longest key first; a key must be a proper prefix, so at most len(ids) - 1 long.
-        for k in range(len(ids) - 1, MIN_SHARED_BLOCKS - 1, -1):
-            candidates = [s for s in open_keys.get((k, prefix[k]), ()) if key_of[s] == ids[:k]]
-            if candidates:
-                chosen = max(candidates, key=last_active.__getitem__)
-                break
-        if chosen is None:
-            chosen = len(sessions)
-            sessions.append([])
-            last_active.append(order)
-            key_of.append(())
-        else:
-            old = key_of[chosen]
-            open_keys[(len(old), _prefix_hashes(old)[-1])].remove(chosen)
-        sessions[chosen].append((line, row))
-        last_active[chosen] = order
-        full = min(len(ids), row.input_length // block_size)
-        key_of[chosen] = ids[:full]
-        if full >= MIN_SHARED_BLOCKS:
-            open_keys.setdefault((full, prefix[full]), []).append(chosen)
-
+    sessions = _derive_sessions(rows, block_size=block_size)
     trees = tuple(
         _tree(f"mooncake-{n}", rows_, block_size=block_size, warnings=warnings)
         for n, rows_ in enumerate(sessions)
@@ -101,14 +72,52 @@ def load_mooncake(text: str, *, source: str, block_size: int = MOONCAKE_BLOCK_SI
     )
 
 
+def _derive_sessions(
+    rows: list[tuple[int, MooncakeRow]], *, block_size: int
+) -> list[list[tuple[int, MooncakeRow]]]:
+    """The session rule of the module docstring, in time linear in the rows' hash ids."""
+    sessions: list[list[tuple[int, MooncakeRow]]] = []
+    key_of: list[tuple[int, ...]] = []  # per session: its latest request's full-block prefix
+    key_hash_of: list[int] = []  # per session: the rolling hash of that key
+    # (key length, rolling hash of the key) → sessions whose latest request has that key, in
+    # the order they became active (a dict as an ordered set: O(1) removal, newest last).
+    # Rolling hashes make each lookup O(1) instead of slicing and hashing every prefix.
+    open_keys: dict[tuple[int, int], dict[int, None]] = {}
+    for line, row in rows:
+        ids = tuple(row.hash_ids)
+        prefix = _prefix_hashes(ids)
+        chosen: int | None = None
+        # Longest key first; a key must be a proper prefix, so at most len(ids) - 1 long.
+        for k in range(len(ids) - 1, MIN_SHARED_BLOCKS - 1, -1):
+            candidates = open_keys.get((k, prefix[k]))
+            if candidates:
+                # Most recently active first; the comparison guards against hash collisions.
+                chosen = next((s for s in reversed(candidates) if key_of[s] == ids[:k]), None)
+                if chosen is not None:
+                    break
+        if chosen is None:
+            chosen = len(sessions)
+            sessions.append([])
+            key_of.append(())
+            key_hash_of.append(0)
+        else:
+            old = (len(key_of[chosen]), key_hash_of[chosen])
+            del open_keys[old][chosen]
+            if not open_keys[old]:
+                del open_keys[old]
+        sessions[chosen].append((line, row))
+        full = min(len(ids), row.input_length // block_size)
+        key_of[chosen] = ids[:full]
+        key_hash_of[chosen] = prefix[full]
+        if full >= MIN_SHARED_BLOCKS:
+            open_keys.setdefault((full, prefix[full]), {})[chosen] = None
+    return sessions
+
+
 def _prefix_hashes(ids: tuple[int, ...]) -> list[int]:
     """Rolling hashes of every prefix of `ids`: [h(()), h(ids[:1]), ..., h(ids)]."""
-    out = [0]
     h = 0
-    for x in ids:
-        h = hash((h, x))
-        out.append(h)
-    return out
+    return [0, *[(h := hash((h, x))) for x in ids]]
 
 
 def _tree(

@@ -20,15 +20,16 @@ from runner.trace.build import (
     assemble_trees,
     content_scope,
     fit_hash_ids,
-    iter_json_lines,
     trace_error_from_validation,
 )
+from runner.trace.jsontext import iter_json_lines
+from runner.trace.limits import MAX_BLOCK_SIZE, MAX_SECONDS, MAX_TOKENS, shown
 from runner.trace.model import Branch, BranchMode, Trace, TraceFormat, Tree, Turn
 from runner.trace.timing import with_nominal_times
 
 __all__ = ["NativeTree", "dump_native", "load_native", "native_json_schema"]
 
-_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class NativeBranch(BaseModel):
@@ -46,6 +47,11 @@ class NativeBranch(BaseModel):
         description="index of this session's turn that waits for the children (strict joins); "
         "null: nobody waits",
     )
+    on_issue: bool = Field(
+        default=False,
+        description="the children start when the declaring turn is issued, alongside it, "
+        "instead of when it completes (aiperf's pre_session_spawns)",
+    )
 
 
 class NativeTurn(BaseModel):
@@ -53,8 +59,8 @@ class NativeTurn(BaseModel):
 
     model_config = _STRICT
 
-    input_tokens: int = Field(ge=1, description="prompt tokens of the whole request")
-    output_tokens: int = Field(ge=1, description="tokens to generate (max_tokens)")
+    input_tokens: int = Field(ge=1, le=MAX_TOKENS, description="prompt tokens of the whole request")
+    output_tokens: int = Field(ge=1, le=MAX_TOKENS, description="tokens to generate (max_tokens)")
     hash_ids: list[int] = Field(
         default_factory=list,
         description="ids of the prompt's blocks of block_size tokens, from the start; equal ids "
@@ -63,13 +69,19 @@ class NativeTurn(BaseModel):
     delay_s: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_SECONDS,
         description="end-to-start gap before this turn (turn 0 of a child: after the parent's "
         "declaring turn ends; turn 0 of the root: offset from the tree's start)",
     )
     t_s: float | None = Field(
-        default=None, ge=0, description="recorded start offset from the tree's start"
+        default=None,
+        ge=0,
+        le=MAX_SECONDS,
+        description="recorded start offset from the tree's start",
     )
-    duration_s: float | None = Field(default=None, ge=0, description="recorded request duration")
+    duration_s: float | None = Field(
+        default=None, ge=0, le=MAX_SECONDS, description="recorded request duration"
+    )
     branches: list[NativeBranch] = Field(default_factory=list)
     messages: list[dict[str, Any]] | None = Field(
         default=None, description="literal chat messages this turn adds (deltas)"
@@ -95,6 +107,7 @@ class NativeTree(BaseModel):
         extra="forbid",
         strict=True,
         frozen=True,
+        allow_inf_nan=False,
         title="aiperf-web native trace line",
         json_schema_extra={
             "description": "One JSON object per line. Each line is one agent tree; its first "
@@ -105,7 +118,9 @@ class NativeTree(BaseModel):
 
     version: Literal[1] = 1
     tree_id: str = Field(min_length=1)
-    block_size: int = Field(default=64, gt=0, description="tokens per hash-id block")
+    block_size: int = Field(
+        default=64, gt=0, le=MAX_BLOCK_SIZE, description="tokens per hash-id block"
+    )
     timestamped: bool = Field(
         default=False, description="t_s/duration_s were recorded, not estimated"
     )
@@ -131,7 +146,7 @@ def load_native(text: str, *, source: str) -> Trace:
             raise trace_error_from_validation(exc, source=source, line=line) from None
         if doc.tree_id in seen:
             raise TraceError(
-                f"duplicate tree id {doc.tree_id!r} (first on line {seen[doc.tree_id]})",
+                f"duplicate tree id {shown(doc.tree_id)} (first on line {seen[doc.tree_id]})",
                 source=source,
                 line=line,
                 path="tree_id",
@@ -197,6 +212,7 @@ def _tree_from_line(doc: NativeTree, *, source: str, line: int, warnings: Warnin
                             mode=BranchMode(b.mode),
                             children=tuple(b.children),
                             join_turn=b.join_turn,
+                            on_issue=b.on_issue,
                         )
                         for b in t.branches
                     ),
@@ -242,6 +258,7 @@ def _turn_json(turn: Turn) -> dict[str, Any]:
         out["branches"] = [
             {"mode": b.mode.value, "children": list(b.children)}
             | ({"join_turn": b.join_turn} if b.join_turn is not None else {})
+            | ({"on_issue": True} if b.on_issue else {})
             for b in turn.branches
         ]
     if turn.messages is not None:

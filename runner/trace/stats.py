@@ -79,19 +79,69 @@ def _ideal_prefix_hit_ratio(timeline: list[tuple[float, int, tuple[int, ...]]]) 
     found at one of its two neighbours in the lexicographically sorted earlier requests; so
     the work is tuple comparisons and slices in C, not a Python step per block.
     """
-    earlier: list[tuple[int, ...]] = []
+    earlier = _SortedTuples()
     hits = total = 0
     for _, _, ids in sorted(timeline):
-        at = bisect.bisect_left(earlier, ids)
+        below, above = earlier.neighbours(ids)
         best = 0
-        if at < len(earlier):
-            best = _common_prefix(ids, earlier[at])
-        if at > 0:
-            best = max(best, _common_prefix(ids, earlier[at - 1]))
+        if above is not None:
+            best = _common_prefix(ids, above)
+        if below is not None:
+            best = max(best, _common_prefix(ids, below))
         hits += best
         total += len(ids)
-        earlier.insert(at, ids)
+        earlier.add(ids)
     return round(hits / total, 4) if total else 0.0
+
+
+class _SortedTuples:
+    """A sorted multiset of tuples with O(sqrt n) inserts: sorted chunks of at most CHUNK
+    items (one flat list would move every later item on each insert: quadratic over a
+    large trace)."""
+
+    CHUNK = 1024
+
+    def __init__(self) -> None:
+        self._chunks: list[list[tuple[int, ...]]] = []
+        self._firsts: list[tuple[int, ...]] = []  # each chunk's smallest item
+
+    def _locate(self, item: tuple[int, ...]) -> tuple[int, int]:
+        """(chunk, position) where `item` would be inserted (before any equal items)."""
+        c = max(0, bisect.bisect_left(self._firsts, item) - 1)
+        chunk = self._chunks[c]
+        at = bisect.bisect_left(chunk, item)
+        if at == len(chunk) and c + 1 < len(self._chunks):
+            return c + 1, 0
+        return c, at
+
+    def neighbours(
+        self, item: tuple[int, ...]
+    ) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+        """The largest item below `item` and the smallest at or above it (None if none)."""
+        if not self._chunks:
+            return None, None
+        c, at = self._locate(item)
+        chunk = self._chunks[c]
+        above = chunk[at] if at < len(chunk) else None
+        if at > 0:
+            below: tuple[int, ...] | None = chunk[at - 1]
+        else:
+            below = self._chunks[c - 1][-1] if c > 0 else None
+        return below, above
+
+    def add(self, item: tuple[int, ...]) -> None:
+        if not self._chunks:
+            self._chunks.append([item])
+            self._firsts.append(item)
+            return
+        c, at = self._locate(item)
+        chunk = self._chunks[c]
+        chunk.insert(at, item)
+        self._firsts[c] = chunk[0]
+        if len(chunk) > 2 * self.CHUNK:
+            self._chunks.insert(c + 1, chunk[self.CHUNK :])
+            del chunk[self.CHUNK :]
+            self._firsts.insert(c + 1, self._chunks[c + 1][0])
 
 
 def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:

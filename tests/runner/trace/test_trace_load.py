@@ -83,7 +83,7 @@ def test_oversize_file_is_refused_before_reading(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "big.jsonl", [MOONCAKE] * 100)
     with pytest.raises(TraceError) as info:
         load_trace(path, max_bytes=1024)
-    assert_located(info.value, file=path, line=None, problem="over the 0 MiB limit")
+    assert_located(info.value, file=path, line=None, problem="over the 1,024 bytes limit")
     assert load_trace(path).trees  # fine under the default 512 MiB
 
 
