@@ -72,6 +72,10 @@ DYNAMO_VERSIONS: tuple[str, ...] = get_args(DynamoVersion)
 _MODEL = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
+DEFAULT_LANES = 16
+# Rate and schedule timings start trees when the workload says so; without a cap asked for,
+# this one only guards against a runaway (it is far beyond what one client can drive).
+MAX_CONCURRENCY = 100_000
 Count = Annotated[int, Field(ge=1)]
 
 
@@ -208,8 +212,12 @@ class RunSpec(BaseModel):
         "schedule: trees start at their recorded timestamps; closed: each lane sends the next "
         "turn when the previous returns",
     )
-    concurrency: int = Field(
-        default=16, ge=1, le=100_000, description="lanes, or the cap on active trees (rate)"
+    concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="lanes (default 16), or the cap on active trees with timing rate or "
+        "schedule (default none)",
     )
     rate_per_s: PositiveSeconds | None = Field(
         default=None, description="tree arrivals per second (timing=rate)"
@@ -306,9 +314,15 @@ class RunSpec(BaseModel):
         }
         return {name: value for name, value in slos.items() if value is not None}
 
+    @property
+    def effective_concurrency(self) -> int:
+        if self.concurrency is not None:
+            return self.concurrency
+        return DEFAULT_LANES if self.timing in ("lanes", "closed") else MAX_CONCURRENCY
+
     def replay_config(self) -> ReplayConfig:
         return ReplayConfig(
-            concurrency=self.concurrency,
+            concurrency=self.effective_concurrency,
             duration_s=self.duration_s,
             max_requests=self.max_requests,
             max_trees=self.max_trees,
@@ -318,7 +332,10 @@ class RunSpec(BaseModel):
             warmup_s=self.warmup_s,
             prime=self.prime,
             seed=self.seed,
-            **_timing_fields(self),
+            timing=self.timing,
+            rate_per_s=self.rate_per_s,
+            arrival=self.arrival,
+            burstiness=self.burstiness,
         )
 
     def engine_config(self) -> EngineConfig:
@@ -371,20 +388,6 @@ class RunSpec(BaseModel):
         return self.model_copy(
             update={"target": self.target.model_copy(update={"api_key": secret})}
         )
-
-
-def _timing_fields(spec: RunSpec) -> dict[str, Any]:
-    """The timing knobs the scheduler takes, passed only when they differ from lanes so a
-    scheduler without a mode still accepts the default spec."""
-    fields: dict[str, Any] = {}
-    if spec.timing != "lanes" or spec.rate_per_s is not None:
-        fields.update(
-            timing=spec.timing,
-            rate_per_s=spec.rate_per_s,
-            arrival=spec.arrival,
-            burstiness=spec.burstiness,
-        )
-    return fields
 
 
 def parse_spec(data: Mapping[str, Any] | str | bytes) -> RunSpec:

@@ -83,9 +83,10 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
     timing.add_argument(
         "--concurrency",
         type=int,
-        default=_default(_SPEC, "concurrency"),
+        default=None,
         metavar="N",
-        help="lanes, or with --timing rate the cap on active trees (default 16)",
+        help="lanes (default 16), or with --timing rate or schedule a cap on active trees "
+        "(default none)",
     )
     timing.add_argument(
         "--rate", type=float, default=None, metavar="R", help="tree arrivals per second (rate)"

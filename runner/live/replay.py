@@ -34,6 +34,7 @@ __all__ = ["DRAIN_GRACE_S", "LiveConfig", "LiveResult", "replay_live"]
 # get this long to return before they are cancelled: a stalled stream must not hold the run
 # open long past its duration, and a normal answer should still be measured.
 DRAIN_GRACE_S: Final = 3.0
+_MAX_CONNECTIONS: Final = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,8 +109,9 @@ class _LiveRun:
             api_key=config.api_key,
             headers=dict(config.headers),
             timeouts=config.timeouts,
-            # Connections sized to what can be in flight: lanes times parallel subagents.
-            connections=max(8, config.replay.concurrency * 4),
+            # Connections sized to what can be in flight: lanes times parallel subagents
+            # (opened on demand; the ceiling keeps an uncapped rate run within fd limits).
+            connections=min(_MAX_CONNECTIONS, max(8, config.replay.concurrency * 4)),
             isolate_trees=config.isolate_trees,
             want_worker_id=config.want_worker_id,
             ignore_eos=config.ignore_eos,
