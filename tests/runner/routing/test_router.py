@@ -297,3 +297,32 @@ def test_an_orphan_fork_child_stays_pinned_after_its_parent_gets_an_entry():
     parent_worker = send(router, credit("p", 5, of=9), complete=False)
     assert parent_worker != w
     assert send(router, fork("f", 1, of=3, parent="p")) == w
+
+
+def test_a_fork_child_following_its_parents_new_entry_after_a_worker_loss_holds_it():
+    router = StickyRouter(3)
+    w = send(router, credit("p", 0, of=3, forks=True))
+    assert router.register_child("p", "f")
+    send(router, fork("f", 0, of=3, parent="p"))
+    router.remove_worker(w)  # the entry and the child's alias go with the worker
+    w2 = send(router, credit("p", 1, of=3))  # the parent pins a new entry
+    assert send(router, fork("f", 1, of=3, parent="p")) == w2
+    send(router, credit("p", 2, of=3))  # the parent's final turn: the child still holds it
+    assert router.worker_of("p") == w2
+    assert send(router, fork("f", 2, of=3, parent="p")) == w2
+    router.release_child("p", "f")
+    assert router.key_count == 0 and router.workers[w2].active_sessions == 0
+
+
+def test_a_fork_child_whose_hold_went_with_a_lost_worker_releases_nothing():
+    router = StickyRouter(3)
+    w = send(router, credit("p", 0, of=3, forks=True))
+    assert router.register_child("p", "f")
+    router.remove_worker(w)
+    w2 = send(router, credit("p", 1, of=3, forks=True))  # a new entry f never took
+    assert router.register_child("p", "g")  # g holds the new entry
+    router.release_child("p", "f")  # f ends before sending again: it held nothing here
+    send(router, credit("p", 2, of=3))  # the owner's final turn
+    assert router.worker_of("p") == w2  # still held for g
+    router.release_child("p", "g")
+    assert router.key_count == 0
