@@ -1,0 +1,212 @@
+"""The API's JSON shapes. Run specs and overrides come from the engine's own RunSpec, so the
+OpenAPI schema documents every knob with the engine's descriptions and bounds."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Optional
+from uuid import UUID
+
+from ninja import Schema
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from runner import RunSpec
+
+# Every RunSpec knob, optional: what a launch may override. The workload belongs to the
+# scenario; the target comes from the endpoint, so it may only be adjusted field by field.
+_override_fields: dict[str, Any] = {
+    name: (Optional[field.annotation], Field(default=None, description=field.description))  # noqa: UP045
+    for name, field in RunSpec.model_fields.items()
+    if name not in ("workload", "target")
+}
+_override_fields["target"] = (
+    Optional[dict[str, Any]],  # noqa: UP045
+    Field(default=None, description="fields of the target to change (e.g. simulated workers)"),
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+RunOverrides: type[BaseModel] = create_model(
+    "RunOverrides",
+    __base__=_Strict,
+    __doc__="Any RunSpec knob; what is left out keeps the scenario's value.",
+    **_override_fields,
+)
+
+
+class Error(Schema):
+    detail: str
+    errors: list[dict[str, str]] = []
+
+
+class TeamOut(Schema):
+    id: UUID
+    name: str
+    role: str
+
+
+class Ref(Schema):
+    id: UUID | None
+    name: str
+
+
+class TraceOut(Schema):
+    id: UUID
+    team: Ref
+    name: str
+    filename: str
+    format: str
+    size_bytes: int
+    sha256: str
+    sample: str
+    stats: dict[str, Any]
+    created_at: datetime
+
+
+class SampleOut(Schema):
+    key: str
+    filename: str
+    title: str
+
+
+class ScenarioIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    team: UUID | None = Field(default=None, description="default: your only team")
+    description: str = ""
+    tags: list[str] = []
+    traces: list[UUID] = Field(default=[], description="trace ids; none = the synthetic workload")
+    spec: RunSpec = Field(default_factory=RunSpec, description="the default run spec")
+
+
+class ScenarioPatch(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    description: str | None = None
+    tags: list[str] | None = None
+    traces: list[UUID] | None = None
+    spec: RunSpec | None = None
+
+
+class ScenarioOut(Schema):
+    id: UUID
+    team: Ref
+    name: str
+    description: str
+    tags: list[str]
+    traces: list[Ref]
+    spec: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class EndpointIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    team: UUID | None = None
+    base_url: str
+    model: str
+    api_key: str | None = Field(default=None, description="stored encrypted, never returned")
+    extra_headers: dict[str, str] = {}
+    server_kind: str = Field(default="openai", description="openai, dynamo, vllm or sglang")
+
+
+class EndpointPatch(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = Field(default=None, description='a new key; "" removes it')
+    extra_headers: dict[str, str] | None = None
+    server_kind: str | None = None
+
+
+class EndpointOut(Schema):
+    id: UUID
+    team: Ref
+    name: str
+    base_url: str
+    model: str
+    server_kind: str
+    extra_headers: dict[str, str]
+    has_api_key: bool
+    is_builtin: bool
+    affinity_choices: list[str]
+    created_at: datetime
+
+
+class ConnectionOut(Schema):
+    ok: bool
+    message: str
+
+
+class RunCreate(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    scenario: str = Field(description="scenario id")
+    endpoint: str = Field(
+        default="simulated", description='endpoint id, or "simulated" for the simulated cluster'
+    )
+    overrides: RunOverrides = Field(default_factory=RunOverrides)  # type: ignore[valid-type]
+    tags: list[str] = []
+    notes: str = ""
+
+
+class RunPatch(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    tags: list[str] | None = None
+    notes: str | None = None
+    is_baseline: bool | None = None
+
+
+class RunOut(Schema):
+    id: UUID
+    team: Ref
+    status: str
+    reason: str
+    scenario: Ref
+    endpoint: Ref
+    target_kind: str
+    summary: dict[str, Any] | None
+    tags: list[str]
+    notes: str
+    is_baseline: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    cancel_requested: bool
+    records_count: int
+    samples_count: int
+    rerun_of: UUID | None
+
+
+class RunDetailOut(RunOut):
+    spec: dict[str, Any]
+    overrides: dict[str, Any]
+    progress: dict[str, Any] | None
+
+
+class RunPage(Schema):
+    items: list[RunOut]
+    count: int
+    limit: int
+    offset: int
+
+
+class SampleItem(Schema):
+    seq: int
+    t_s: float
+    data: dict[str, Any]
+
+
+class SamplePage(Schema):
+    items: list[SampleItem]
+    last_seq: int

@@ -1,0 +1,119 @@
+"""`python manage.py serve`: the whole service in one command and one process tree.
+
+Migrates, prepares the demo objects, starts the built-in mock cluster as a child process
+(unless AIPERF_MOCK_URL names one), starts the Celery worker (a thread on the in-memory broker
+in the embedded default; a `celery -A aiperf_web worker -Q runs` child process when REDIS_URL is
+set), then serves HTTP and WebSocket with uvicorn until interrupted.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import uvicorn
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from aiperf_web.core.mock import MockServer
+from aiperf_web.core.services import DEMO_USER, demo_bootstrap, mock_url_default
+from aiperf_web.core.worker import EmbeddedWorker
+
+
+class Command(BaseCommand):
+    help = "Serve aiperf-web (HTTP + WebSocket), with its worker and the built-in mock cluster."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-migrate", action="store_true", help="skip migrate")
+        parser.add_argument(
+            "--no-bootstrap", action="store_true", help="skip creating the demo objects"
+        )
+        parser.add_argument("--no-mock", action="store_true", help="do not start the mock")
+        parser.add_argument(
+            "--no-worker",
+            action="store_true",
+            help="do not start a worker (production: run `celery -A aiperf_web worker -Q runs`)",
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        out = self.stdout
+        if not opts["no_migrate"]:
+            call_command("migrate", interactive=False, verbosity=0)
+        mock: MockServer | None = None
+        mock_url = mock_url_default()
+        if not settings.AIPERF_MOCK_URL and not opts["no_mock"]:
+            mock = MockServer(
+                port=settings.AIPERF_MOCK_PORT, time_scale=settings.AIPERF_MOCK_TIME_SCALE
+            )
+            mock.start()
+            mock_url = mock.url
+        worker: EmbeddedWorker | None = None
+        worker_process: subprocess.Popen[bytes] | None = None
+        try:
+            if not opts["no_bootstrap"]:
+                boot = demo_bootstrap(mock_url=mock_url)
+                if boot.admin_password:
+                    out.write(
+                        f"Created user {DEMO_USER} with password {boot.admin_password} "
+                        "(shown once; set AIPERF_ADMIN_PASSWORD to choose it)"
+                    )
+            if not opts["no_worker"]:
+                if settings.EMBEDDED:
+                    worker = EmbeddedWorker(concurrency=settings.AIPERF_EMBEDDED_WORKERS)
+                    worker.start()
+                else:
+                    worker_process = subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "celery",
+                            "-A",
+                            "aiperf_web",
+                            "worker",
+                            "-Q",
+                            "runs",
+                            "--concurrency",
+                            str(settings.AIPERF_EMBEDDED_WORKERS),
+                            "--prefetch-multiplier",
+                            "1",
+                            "--loglevel",
+                            "INFO",
+                        ]
+                    )
+            db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+            broker = "Redis" if settings.REDIS_URL else "in-process"
+            password_hint = (
+                "from AIPERF_ADMIN_PASSWORD"
+                if settings.AIPERF_ADMIN_PASSWORD
+                else boot.admin_password
+                if not opts["no_bootstrap"] and boot.admin_password
+                else "as printed at first start (reset: manage.py changepassword admin)"
+            )
+            out.write(
+                f"aiperf-web on http://{opts['host']}:{opts['port']}/  "
+                f"(database {db}, worker {broker}, built-in mock {mock_url})\n"
+                f"  log in as {DEMO_USER}, password {password_hint}"
+            )
+            uvicorn.run(
+                "aiperf_web.asgi:application",
+                host=opts["host"],
+                port=opts["port"],
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+            )
+        finally:
+            if worker is not None:
+                worker.stop()
+            if worker_process is not None:
+                worker_process.terminate()
+                try:
+                    worker_process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    worker_process.kill()
+            if mock is not None:
+                mock.stop()

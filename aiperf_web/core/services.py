@@ -1,0 +1,112 @@
+"""The embedded default's first start: team `default`, user `admin`, the `built-in mock`
+endpoint and the `demo` scenario. Idempotent: later starts change nothing but the mock's URL
+(it follows the port the mock was started on) and the admin password when
+AIPERF_ADMIN_PASSWORD says otherwise."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from aiperf_web.endpoints.models import Endpoint, ServerKind
+from aiperf_web.endpoints.services import endpoint_create
+from aiperf_web.scenarios.models import Scenario
+from aiperf_web.scenarios.services import scenario_create, trace_import_sample
+from aiperf_web.teams.models import Membership, Role, Team
+
+DEMO_TEAM = "default"
+DEMO_USER = "admin"
+DEMO_SCENARIO = "demo"
+MOCK_ENDPOINT = "built-in mock"
+MOCK_MODEL = "mock-model"
+
+# The demo: the real Claude Code session with three Explore subagents (SPAWN children), 32
+# lanes each starting at a random instant of the tree (t*), 20× faster than recorded, for a
+# minute. With spawn-pin routing no session bounces between client workers
+# (sessions_multi_worker = 0), and lineage affinity binds each tree to one inference worker
+# without an early close; re-run with {"policy": "legacy"} to see the subagents bounce (seed
+# 004), or {"scope": "conversation"} to see the children's first requests miss the cache
+# (seed 000).
+DEMO_SPEC: dict[str, Any] = {
+    "timing": "lanes",
+    "concurrency": 32,
+    "duration_s": 60,
+    "speedup": 20,
+    "start_window": [0.0, 1.0],
+    "joins": "recorded",
+    "client_workers": 8,
+    "policy": "spawn-pin",
+    "affinity": "dynamo-nvext",
+    "scope": "lineage",
+    "snapshot_interval_s": 1.0,
+    "seed": 0,
+}
+DEMO_DESCRIPTION = (
+    "A real Claude Code session with 3 Explore subagents (SPAWN), replayed by 32 lanes from "
+    "random instants at 20x speed for a minute, spawn-pin routing and lineage affinity. "
+    'Re-run with overrides {"policy": "legacy"} to see subagents bounce between client '
+    'workers, or {"scope": "conversation"} to see their first requests miss the prefix cache.'
+)
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    team: Team
+    admin_password: str | None  # set only when it was generated now (print it once)
+    scenario: Scenario
+    endpoint: Endpoint
+
+
+def demo_bootstrap(*, mock_url: str) -> Bootstrap:
+    User = get_user_model()
+    generated: str | None = None
+    with transaction.atomic():
+        admin = User.objects.filter(username=DEMO_USER).first()
+        wanted = settings.AIPERF_ADMIN_PASSWORD
+        if admin is None:
+            password = wanted or secrets.token_urlsafe(12)
+            generated = None if wanted else password
+            admin = User.objects.create_superuser(DEMO_USER, "", password)
+        elif wanted and not admin.check_password(wanted):
+            admin.set_password(wanted)
+            admin.save(update_fields=["password"])
+        team, _ = Team.objects.get_or_create(name=DEMO_TEAM)
+        Membership.objects.get_or_create(team=team, user=admin, defaults={"role": Role.ADMIN})
+
+    endpoint = Endpoint.objects.filter(team=team, name=MOCK_ENDPOINT).first()
+    if endpoint is None:
+        endpoint = endpoint_create(
+            actor=admin,
+            team=team,
+            name=MOCK_ENDPOINT,
+            base_url=mock_url,
+            model=MOCK_MODEL,
+            server_kind=ServerKind.DYNAMO,
+            is_builtin=True,
+        )
+    elif endpoint.is_builtin and endpoint.base_url != mock_url:
+        Endpoint.objects.filter(pk=endpoint.pk).update(base_url=mock_url)
+        endpoint.base_url = mock_url
+
+    scenario = Scenario.objects.filter(team=team, name=DEMO_SCENARIO).first()
+    if scenario is None:
+        trace = trace_import_sample(actor=admin, team=team, key="claude-code-subagents")
+        scenario = scenario_create(
+            actor=admin,
+            team=team,
+            name=DEMO_SCENARIO,
+            spec=DEMO_SPEC,
+            trace_ids=[trace.uuid],
+            description=DEMO_DESCRIPTION,
+            tags="demo,claude-code",
+        )
+    return Bootstrap(team=team, admin_password=generated, scenario=scenario, endpoint=endpoint)
+
+
+def mock_url_default() -> str:
+    return settings.AIPERF_MOCK_URL or f"http://127.0.0.1:{settings.AIPERF_MOCK_PORT}"

@@ -1,0 +1,32 @@
+"""Tags are stored as ",a,b," so a single `contains` lookup filters by one tag portably."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from aiperf_web.core.errors import Invalid
+
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,39}$")
+
+
+def tags_normalize(raw: str | Iterable[str], *, field: str = "tags") -> str:
+    items = raw.replace(" ", ",").split(",") if isinstance(raw, str) else list(raw)
+    tags: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise Invalid.field(field, "tags are strings")
+        item = item.strip()
+        if not item:
+            continue
+        if not _TAG.match(item):
+            raise Invalid.field(field, f"{item[:40]!r}: a tag is 1-40 letters, digits or _ . : + -")
+        if item not in tags:
+            tags.append(item)
+    if len(tags) > 20:
+        raise Invalid.field(field, "at most 20 tags")
+    return "," + ",".join(tags) + "," if tags else ""
+
+
+def tag_filter_value(tag: str) -> str:
+    return "," + tag.strip() + ","

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from aiperf_web.endpoints.models import ServerKind
+
+
+class EndpointForm(forms.Form):
+    team = forms.ChoiceField(required=False)
+    name = forms.CharField(max_length=100)
+    base_url = forms.CharField(
+        max_length=500, label="Base URL", help_text="e.g. http://127.0.0.1:8100"
+    )
+    model = forms.CharField(max_length=200)
+    server_kind = forms.ChoiceField(choices=ServerKind.choices, label="Server kind")
+    api_key = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        label="API key",
+        help_text="Stored encrypted and never shown again. Leave blank to keep the current key.",
+    )
+    clear_api_key = forms.BooleanField(required=False, label="Remove the stored API key")
+    extra_headers = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text='JSON object, e.g. {"X-Team": "perf"}',
+    )
+
+    def __init__(self, *args: Any, teams: list[Any], editing: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [(str(t.uuid), t.name) for t in teams]
+        if editing or len(teams) <= 1:
+            del self.fields["team"]
+        if not editing:
+            del self.fields["clear_api_key"]
+
+    def clean_extra_headers(self) -> dict[str, str]:
+        raw = (self.cleaned_data.get("extra_headers") or "").strip()
+        if not raw:
+            return {}
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise forms.ValidationError("an object of header name: string value")
+        return value

@@ -1,0 +1,175 @@
+"""Writes of endpoints, the connection test, and the run target an endpoint stands for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from aiperf_web.core.crypto import decrypt_secret, encrypt_secret
+from aiperf_web.core.errors import Invalid
+from aiperf_web.core.outbound import check_outbound_url
+from aiperf_web.core.specs import spec_parse
+from aiperf_web.endpoints.models import Endpoint, ServerKind
+from aiperf_web.teams.models import Role, Team
+from aiperf_web.teams.selectors import AnyUser, require_role
+from runner import RunnerError, check_endpoint
+
+_KEEP = object()
+
+
+def endpoint_target(*, endpoint: Endpoint) -> dict[str, Any]:
+    """The spec's `target` for this endpoint, without its secret."""
+    return {
+        "kind": "endpoint",
+        "url": endpoint.base_url,
+        "model": endpoint.model,
+        "headers": dict(endpoint.extra_headers or {}),
+    }
+
+
+def endpoint_api_key(*, endpoint: Endpoint) -> str | None:
+    if not endpoint.api_key_encrypted:
+        return None
+    return decrypt_secret(endpoint.api_key_encrypted)
+
+
+def _validate(
+    *, name: str, base_url: str, model: str, extra_headers: Any, server_kind: str
+) -> dict[str, Any]:
+    fields: dict[str, str] = {}
+    name = name.strip()
+    if not name:
+        fields["name"] = "an endpoint needs a name"
+    elif len(name) > 100:
+        fields["name"] = "at most 100 characters"
+    if server_kind not in ServerKind.values:
+        fields["server_kind"] = f"{server_kind!r} is not one of {', '.join(ServerKind.values)}"
+    if not isinstance(extra_headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in extra_headers.items()
+    ):
+        fields["extra_headers"] = "must be an object of header name: string value"
+        extra_headers = {}
+    target = {"kind": "endpoint", "url": base_url.strip(), "model": model.strip()}
+    if extra_headers:
+        target["headers"] = extra_headers
+    try:
+        spec = spec_parse({"target": target, "duration_s": 1})
+    except Invalid as exc:
+        rename = {
+            "target.url": "base_url",
+            "target.model": "model",
+            "target.headers": "extra_headers",
+        }
+        for key, message in exc.fields.items():
+            fields.setdefault(rename.get(key, key), message)
+        spec = None
+    if spec is not None and "base_url" not in fields:
+        try:
+            check_outbound_url(spec.target.url if hasattr(spec.target, "url") else base_url)
+        except Invalid as exc:
+            fields.update(exc.fields)
+    if fields:
+        raise Invalid("; ".join(f"{k}: {v}" for k, v in fields.items()), fields=fields)
+    assert spec is not None
+    return {
+        "name": name,
+        "base_url": getattr(spec.target, "url", base_url),
+        "model": model.strip(),
+        "extra_headers": extra_headers,
+        "server_kind": server_kind,
+    }
+
+
+def endpoint_create(
+    *,
+    actor: AnyUser,
+    team: Team,
+    name: str,
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    extra_headers: Any = None,
+    server_kind: str = ServerKind.OPENAI,
+    is_builtin: bool = False,
+) -> Endpoint:
+    require_role(user=actor, team=team, role=Role.MEMBER)
+    values = _validate(
+        name=name,
+        base_url=base_url,
+        model=model,
+        extra_headers=extra_headers or {},
+        server_kind=server_kind,
+    )
+    if Endpoint.objects.filter(team=team, name=values["name"]).exists():
+        raise Invalid.field("name", f"team {team.name} has an endpoint named {values['name']!r}")
+    try:
+        with transaction.atomic():
+            return Endpoint.objects.create(
+                team=team,
+                api_key_encrypted=encrypt_secret(api_key) if api_key else "",
+                created_by=actor if actor.is_authenticated else None,
+                is_builtin=is_builtin,
+                **values,
+            )
+    except IntegrityError:
+        raise Invalid.field("name", "an endpoint with this name exists") from None
+
+
+def endpoint_update(
+    *,
+    actor: AnyUser,
+    endpoint: Endpoint,
+    name: str | None = None,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: Any = _KEEP,
+    extra_headers: Any = None,
+    server_kind: str | None = None,
+) -> Endpoint:
+    """Change what is given. `api_key`: a string replaces it, "" or None clears it, absent
+    keeps it (the stored key is never shown, so a form leaves it blank to keep it)."""
+    require_role(user=actor, team=endpoint.team, role=Role.MEMBER)
+    values = _validate(
+        name=endpoint.name if name is None else name,
+        base_url=endpoint.base_url if base_url is None else base_url,
+        model=endpoint.model if model is None else model,
+        extra_headers=endpoint.extra_headers if extra_headers is None else extra_headers,
+        server_kind=endpoint.server_kind if server_kind is None else server_kind,
+    )
+    clash = Endpoint.objects.filter(team=endpoint.team, name=values["name"]).exclude(pk=endpoint.pk)
+    if clash.exists():
+        raise Invalid.field("name", f"an endpoint named {values['name']!r} exists")
+    for key, value in values.items():
+        setattr(endpoint, key, value)
+    if api_key is not _KEEP:
+        endpoint.api_key_encrypted = encrypt_secret(api_key) if api_key else ""
+    endpoint.save()
+    return endpoint
+
+
+def endpoint_delete(*, actor: AnyUser, endpoint: Endpoint) -> None:
+    require_role(user=actor, team=endpoint.team, role=Role.MEMBER)
+    endpoint.delete()
+
+
+def endpoint_test_connection(*, actor: AnyUser, endpoint: Endpoint) -> str:
+    """Run the engine's preflight against the endpoint; returns a one-line success message,
+    raises Invalid with the preflight's one-line reason."""
+    require_role(user=actor, team=endpoint.team, role=Role.MEMBER)
+    check_outbound_url(endpoint.base_url)
+    try:
+        info = check_endpoint(
+            endpoint.base_url,
+            model=endpoint.model,
+            api_key=endpoint_api_key(endpoint=endpoint),
+            headers=dict(endpoint.extra_headers or {}),
+            timeout_s=10.0,
+        )
+    except RunnerError as exc:
+        raise Invalid.field("connection", str(exc)) from None
+    notes = []
+    if not getattr(info, "reports_cached_tokens", True):
+        notes.append("it reports no cached tokens (prefix_cache_hit_ratio will be unavailable)")
+    extra = f"; {'; '.join(notes)}" if notes else ""
+    return f"{endpoint.base_url} answers and serves model {endpoint.model}{extra}"

@@ -1,0 +1,174 @@
+"""Reads of runs and what they measured, always scoped to the requester's teams."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from aiperf_web.core.errors import Invalid, NotFound
+from aiperf_web.core.ids import parse_uuid
+from aiperf_web.core.tags import tag_filter_value
+from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
+from aiperf_web.teams.selectors import AnyUser, team_ids_for
+
+# The summary keys every run shows first (PRODUCT.md §6), in this order.
+SUMMARY_KEYS = (
+    "requests",
+    "sessions",
+    "trees",
+    "trees_completed",
+    "sessions_multi_worker",
+    "worker_switches",
+    "orphaned_session_copies",
+    "peak_session_copies",
+    "context_rebuilds",
+    "prefix_cache_hit_ratio",
+    "affinity_binds",
+    "affinity_closes",
+    "early_closes",
+    "errors",
+)
+LATENCY_KEYS = ("ttft_ms", "itl_ms", "latency_ms")
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    status: str = ""
+    scenario: str = ""
+    endpoint: str = ""
+    tag: str = ""
+    search: str = ""
+    created_from: date | None = None
+    created_to: date | None = None
+    baseline: bool | None = None
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min), timezone.get_current_timezone())
+
+
+def run_list(*, user: AnyUser, filters: RunFilters | None = None) -> QuerySet[Run]:
+    f = filters or RunFilters()
+    qs = Run.objects.filter(team_id__in=team_ids_for(user=user)).select_related("team")
+    # The list never needs the big JSON columns.
+    qs = qs.defer("spec", "overrides", "notes")
+    if f.status:
+        if f.status not in Status.values:
+            raise Invalid.field("status", f"one of {', '.join(Status.values)}")
+        qs = qs.filter(status=f.status)
+    for field, value in (("scenario", f.scenario), ("endpoint", f.endpoint)):
+        if value:
+            uid = parse_uuid(value)
+            if uid is not None:
+                qs = qs.filter(**{f"{field}__uuid": uid})
+            elif value == "simulated" and field == "endpoint":
+                qs = qs.filter(target_kind="simulated")
+            else:
+                qs = qs.filter(**{f"{field}_name": value})
+    if f.tag:
+        qs = qs.filter(tags__contains=tag_filter_value(f.tag))
+    if f.search:
+        qs = qs.filter(
+            Q(scenario_name__icontains=f.search)
+            | Q(endpoint_name__icontains=f.search)
+            | Q(notes__icontains=f.search)
+            | Q(tags__icontains=f.search)
+        )
+    if f.created_from:
+        qs = qs.filter(created_at__gte=_day_start(f.created_from))
+    if f.created_to:
+        qs = qs.filter(created_at__lt=_day_start(f.created_to) + timedelta(days=1))
+    if f.baseline is not None:
+        qs = qs.filter(is_baseline=f.baseline)
+    return qs.order_by("-created_at", "-id")
+
+
+def run_get(*, user: AnyUser, run_id: object) -> Run:
+    uid = parse_uuid(run_id)
+    found = (
+        Run.objects.filter(team_id__in=team_ids_for(user=user), uuid=uid)
+        .select_related("team", "scenario", "endpoint", "created_by", "rerun_of")
+        .first()
+        if uid
+        else None
+    )
+    if found is None:
+        raise NotFound("run not found")
+    return found
+
+
+def run_samples(*, run_obj: Run, after_seq: int = -1, limit: int = 10_000) -> QuerySet[RunSample]:
+    return RunSample.objects.filter(run=run_obj, seq__gt=after_seq).order_by("seq")[:limit]
+
+
+def run_latest_sample(*, run_obj: Run) -> RunSample | None:
+    return RunSample.objects.filter(run=run_obj).order_by("-seq").first()
+
+
+def run_log_tail(*, run_obj: Run, limit: int = 50) -> list[RunLog]:
+    return list(reversed(RunLog.objects.filter(run=run_obj).order_by("-id")[:limit]))
+
+
+def run_records_jsonl(*, run_obj: Run, include_warmup: bool = False) -> Iterator[bytes]:
+    """The run's records as JSON lines, streamed from the database in chunks (never the whole
+    set in memory). The stored JSON text is passed through without decoding."""
+    qs = RunRecord.objects.filter(run=run_obj)
+    if not include_warmup:
+        qs = qs.filter(warmup=False)
+    rows = (
+        qs.order_by("seq").annotate(text=Cast("data", TextField())).values_list("text", flat=True)
+    )
+    chunk: list[str] = []
+    for text in rows.iterator(chunk_size=2000):
+        chunk.append(text)
+        if len(chunk) >= 500:
+            yield ("\n".join(chunk) + "\n").encode()
+            chunk = []
+    if chunk:
+        yield ("\n".join(chunk) + "\n").encode()
+
+
+def summary_flat(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The summary as (key, value) rows, latency percentiles spelled `ttft_ms.p50`."""
+    if not summary:
+        return []
+    rows: list[tuple[str, Any]] = []
+    seen: set[str] = set()
+    for key in (*SUMMARY_KEYS, *LATENCY_KEYS, *sorted(summary)):
+        if key in seen or key not in summary:
+            continue
+        seen.add(key)
+        value = summary[key]
+        if isinstance(value, dict):
+            for sub, inner in value.items():
+                rows.append(
+                    (
+                        f"{key}.{sub}",
+                        inner if not isinstance(inner, dict | list) else json.dumps(inner),
+                    )
+                )
+        elif isinstance(value, list):
+            rows.append((key, json.dumps(value)))
+        else:
+            rows.append((key, value))
+    return rows
+
+
+def run_summary_csv(*, run_obj: Run) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["key", "value"])
+    writer.writerow(["run_id", str(run_obj.uuid)])
+    writer.writerow(["status", run_obj.status])
+    for key, value in summary_flat(run_obj.summary):
+        writer.writerow([key, "" if value is None else value])
+    return out.getvalue()

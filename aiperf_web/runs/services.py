@@ -1,0 +1,393 @@
+"""Writes of runs: launch, claim, execute, cancel, finish, re-run, tags/notes/baseline.
+
+A run is launched `queued` in one transaction and handed to Celery (task `runs.execute`, queue
+`runs`) only once that transaction commits. The worker claims it with one conditional UPDATE
+(queued → running must touch exactly one row), so a redelivered or duplicated task never runs
+a run twice, and a run cancelled while queued is never started.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from aiperf_web.core.errors import Invalid, NotFound
+from aiperf_web.core.outbound import check_outbound_url
+from aiperf_web.core.specs import spec_json, spec_override, spec_parse
+from aiperf_web.core.tags import tags_normalize
+from aiperf_web.endpoints.models import Endpoint
+from aiperf_web.endpoints.selectors import endpoint_get
+from aiperf_web.endpoints.services import endpoint_api_key, endpoint_target
+from aiperf_web.runs.models import FINAL, Run, RunLog, Status, TargetKind
+from aiperf_web.runs.sink import RunSink
+from aiperf_web.scenarios.selectors import scenario_get
+from aiperf_web.scenarios.services import TRACE_REF, scenario_run_spec, trace_content
+from aiperf_web.teams.models import Role
+from aiperf_web.teams.selectors import AnyUser, require_role
+from runner import BadInput, EndpointTarget, RunnerError, RunSpec, SimulatedTarget, run
+
+log = logging.getLogger(__name__)
+
+TASK_NAME = "runs.execute"
+SIMULATED = "simulated"
+# How often the worker looks for a cancel request; Cancel must stop a run within 2 s.
+_CANCEL_POLL_S = 0.25
+_HEARTBEAT_S = 5.0
+
+
+# -- launch ----------------------------------------------------------------------------------
+
+
+def run_time_limit_s(spec: RunSpec) -> int:
+    """The Celery hard time limit of a run: its own length plus room for preflight, draining
+    and storage. Simulated runs take seconds of wall time whatever their simulated length."""
+    if isinstance(spec.target, SimulatedTarget):
+        return 3600
+    if spec.duration_s is not None:
+        return int(spec.duration_s * 1.2 + 600)
+    return 24 * 3600
+
+
+def run_launch(
+    *,
+    actor: AnyUser,
+    scenario_id: object,
+    endpoint_id: object = SIMULATED,
+    overrides: Mapping[str, Any] | None = None,
+    tags: str | Iterable[str] = "",
+    notes: str = "",
+    rerun_of: Run | None = None,
+) -> Run:
+    """Validate everything, store the run `queued`, and enqueue it after commit."""
+    scenario = scenario_get(user=actor, scenario_id=scenario_id)
+    require_role(user=actor, team=scenario.team, role=Role.MEMBER)
+    overrides = {} if overrides is None else overrides
+    if not isinstance(overrides, Mapping):
+        raise Invalid.field("overrides", "must be an object of knob: value")
+    if "workload" in overrides:
+        # The workload is the scenario's; a run that replays other traces is another scenario.
+        raise Invalid.field("overrides.workload", "the workload comes from the scenario")
+    tag_text = tags_normalize(tags)
+
+    spec = scenario_run_spec(scenario=scenario)
+    endpoint: Endpoint | None = None
+    if endpoint_id in (None, "", SIMULATED):
+        if not isinstance(spec.target, SimulatedTarget):
+            spec = spec_override(spec, {"target": {"kind": "simulated"}})
+        endpoint_name = "simulated cluster"
+        target_kind = TargetKind.SIMULATED
+    else:
+        endpoint = endpoint_get(user=actor, endpoint_id=endpoint_id)
+        if endpoint.team_id != scenario.team_id:
+            raise Invalid.field(
+                "endpoint", "the endpoint belongs to another team than the scenario"
+            )
+        spec = spec_override(
+            spec, {"target": endpoint_target(endpoint=endpoint)}, prefix="endpoint"
+        )
+        endpoint_name = endpoint.name
+        target_kind = TargetKind.ENDPOINT
+    spec = spec_override(spec, overrides, prefix="overrides")
+    if endpoint is not None:
+        if spec.affinity not in endpoint.affinity_choices:
+            raise Invalid.field(
+                "overrides.affinity",
+                f"{spec.affinity} does not apply to a {endpoint.get_server_kind_display()} "
+                f"endpoint (choose {', '.join(endpoint.affinity_choices)})",
+            )
+        assert isinstance(spec.target, EndpointTarget)
+        check_outbound_url(spec.target.url, field="endpoint")
+
+    with transaction.atomic():
+        new = Run.objects.create(
+            team=scenario.team,
+            scenario=scenario,
+            scenario_name=scenario.name,
+            endpoint=endpoint,
+            endpoint_name=endpoint_name,
+            target_kind=target_kind,
+            spec=spec_json(spec),
+            overrides=dict(overrides),
+            tags=tag_text,
+            notes=notes.strip(),
+            created_by=actor if actor.is_authenticated else None,
+            rerun_of=rerun_of,
+        )
+        limit = run_time_limit_s(spec)
+        run_uuid = str(new.uuid)
+        transaction.on_commit(lambda: _enqueue(run_uuid, time_limit_s=limit))
+    return new
+
+
+def _enqueue(run_uuid: str, *, time_limit_s: int) -> None:
+    from aiperf_web.celery import app
+
+    app.send_task(
+        TASK_NAME,
+        args=[run_uuid],
+        queue="runs",
+        time_limit=time_limit_s,
+        soft_time_limit=max(60, time_limit_s - 30),
+    )
+
+
+def run_rerun(*, actor: AnyUser, run_obj: Run) -> Run:
+    """A new run of the same spec (and the same scenario and target, when they still exist)."""
+    require_role(user=actor, team=run_obj.team, role=Role.MEMBER)
+    if run_obj.scenario is None:
+        raise Invalid.field("scenario", "the scenario of this run was deleted")
+    if run_obj.target_kind == TargetKind.ENDPOINT and run_obj.endpoint is None:
+        raise Invalid.field("endpoint", "the endpoint of this run was deleted")
+    return run_launch(
+        actor=actor,
+        scenario_id=run_obj.scenario.uuid,
+        endpoint_id=run_obj.endpoint.uuid if run_obj.endpoint else SIMULATED,
+        overrides=run_obj.overrides,
+        tags=run_obj.tag_list,
+        rerun_of=run_obj,
+    )
+
+
+def run_update(
+    *,
+    actor: AnyUser,
+    run_obj: Run,
+    tags: str | Iterable[str] | None = None,
+    notes: str | None = None,
+    is_baseline: bool | None = None,
+) -> Run:
+    require_role(user=actor, team=run_obj.team, role=Role.MEMBER)
+    fields: list[str] = []
+    if tags is not None:
+        run_obj.tags = tags_normalize(tags)
+        fields.append("tags")
+    if notes is not None:
+        run_obj.notes = notes.strip()[:10_000]
+        fields.append("notes")
+    if is_baseline is not None:
+        run_obj.is_baseline = bool(is_baseline)
+        fields.append("is_baseline")
+    if fields:
+        run_obj.save(update_fields=fields)
+    return run_obj
+
+
+def run_delete(*, actor: AnyUser, run_obj: Run) -> None:
+    require_role(user=actor, team=run_obj.team, role=Role.MEMBER)
+    if run_obj.is_active:
+        raise Invalid.field("status", "cancel the run before deleting it")
+    run_obj.delete()
+
+
+def run_cancel(*, actor: AnyUser, run_obj: Run) -> Run:
+    """A queued run is cancelled at once; a running one is asked to stop (its worker sees the
+    request within a fraction of a second, stops the engine and keeps what was measured)."""
+    require_role(user=actor, team=run_obj.team, role=Role.MEMBER)
+    now = timezone.now()
+    Run.objects.filter(pk=run_obj.pk, status=Status.QUEUED).update(
+        status=Status.CANCELLED, finished_at=now, cancel_requested_at=now, reason="cancelled"
+    )
+    Run.objects.filter(
+        pk=run_obj.pk, status=Status.RUNNING, cancel_requested_at__isnull=True
+    ).update(cancel_requested_at=now)
+    run_obj.refresh_from_db()
+    return run_obj
+
+
+# -- the worker's side -----------------------------------------------------------------------
+
+
+def run_claim(*, run_uuid: str, worker: str) -> bool:
+    """queued → running, as one conditional UPDATE: True for exactly one caller."""
+    now = timezone.now()
+    claimed = Run.objects.filter(uuid=run_uuid, status=Status.QUEUED).update(
+        status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:200]
+    )
+    return claimed == 1
+
+
+def run_log(*, run_obj: Run, level: str, message: str) -> None:
+    RunLog.objects.create(run=run_obj, level=level, message=message[:2000])
+
+
+def _finish(
+    *,
+    run_obj: Run,
+    status: Status,
+    reason: str = "",
+    summary: dict[str, Any] | None = None,
+    sink: RunSink | None = None,
+) -> None:
+    """running → final, conditional: a run already ended (by the stale-run reaper, say) keeps
+    its first verdict."""
+    values: dict[str, Any] = {
+        "status": status,
+        "reason": reason[:2000],
+        "finished_at": timezone.now(),
+    }
+    if summary is not None:
+        values["summary"] = summary
+    if sink is not None:
+        values["records_count"] = sink.records_written
+        values["samples_count"] = sink.samples_written
+    Run.objects.filter(pk=run_obj.pk, status=Status.RUNNING).update(**values)
+
+
+class _Watcher(threading.Thread):
+    """Beside the engine: polls the run's row for a cancel request (sets `stop` within
+    _CANCEL_POLL_S), writes the heartbeat, and stops the run at its wall-clock limit."""
+
+    def __init__(self, *, run_pk: int, stop: threading.Event, limit_s: float) -> None:
+        super().__init__(name=f"run-watch-{run_pk}", daemon=True)
+        self.run_pk = run_pk
+        self.stop = stop
+        self.limit_s = limit_s
+        self.done = threading.Event()
+        self.cancelled = False
+        self.timed_out = False
+
+    def run(self) -> None:
+        started = time.monotonic()
+        last_beat = started
+        try:
+            while not self.done.wait(_CANCEL_POLL_S):
+                now = time.monotonic()
+                row = Run.objects.filter(pk=self.run_pk).values("cancel_requested_at").first()
+                if row is None or row["cancel_requested_at"] is not None:
+                    self.cancelled = True
+                    self.stop.set()
+                if now - started > self.limit_s and not self.stop.is_set():
+                    self.timed_out = True
+                    self.stop.set()
+                if now - last_beat >= _HEARTBEAT_S:
+                    Run.objects.filter(pk=self.run_pk).update(heartbeat_at=timezone.now())
+                    last_beat = now
+        except Exception:  # the DB went away: the run goes on, the reaper judges it later
+            log.exception("run watcher failed")
+        finally:
+            connection.close()
+
+
+def _materialize_traces(spec: RunSpec, directory: Path) -> RunSpec:
+    """Write each `trace:<uuid>` the spec references to a file the engine can load."""
+    paths: list[str] = []
+    for ref in spec.workload.traces:
+        if not ref.startswith(TRACE_REF):
+            raise BadInput(f"workload trace {ref!r} is not a stored trace")
+        trace_id = ref.removeprefix(TRACE_REF)
+        try:
+            filename, content = trace_content(trace_id=trace_id)
+        except NotFound as exc:
+            raise BadInput(str(exc)) from None
+        path = directory / f"{trace_id}-{filename}"
+        path.write_bytes(content)
+        paths.append(str(path))
+    if not paths:
+        return spec
+    return spec.with_overrides({"workload": {"traces": paths}})
+
+
+def run_execute(*, run_uuid: str, worker: str) -> str:
+    """The body of the Celery task: claim, run the engine with a storing sink, finish.
+    Returns the final status (or 'skipped' when another worker owns the run)."""
+    close_old_connections()
+    if not run_claim(run_uuid=run_uuid, worker=worker):
+        return "skipped"
+    run_obj = Run.objects.select_related("endpoint").get(uuid=run_uuid)
+    stop = threading.Event()
+    sink: RunSink | None = None
+    watcher: _Watcher | None = None
+    try:
+        try:
+            spec = spec_parse(run_obj.spec)
+        except Invalid as exc:
+            _finish(run_obj=run_obj, status=Status.FAILED, reason=f"invalid stored spec: {exc}")
+            return Status.FAILED
+        if isinstance(spec.target, EndpointTarget):
+            check_outbound_url(spec.target.url)
+            if run_obj.endpoint is not None:
+                spec = spec.with_api_key(endpoint_api_key(endpoint=run_obj.endpoint))
+        watcher = _Watcher(run_pk=run_obj.pk, stop=stop, limit_s=run_time_limit_s(spec) - 60)
+        watcher.start()
+        sink = RunSink(run=run_obj, stop=stop)
+        with tempfile.TemporaryDirectory(prefix="aiperf-run-") as tmp:
+            spec = _materialize_traces(spec, Path(tmp))
+            result = run(spec, sink=sink, stop=stop)
+        sink.close()
+        summary = dict(result.summary)
+        if sink.failure is not None:
+            status, reason = Status.FAILED, f"storing results failed: {sink.failure}"
+        elif watcher.cancelled or result.status == "cancelled":
+            status, reason = Status.CANCELLED, "cancelled"
+        elif watcher.timed_out:
+            status, reason = Status.FAILED, "stopped at the run's time limit"
+        elif result.status == "failed":
+            status, reason = Status.FAILED, result.stopped_reason or "failed"
+        else:
+            status, reason = Status.SUCCEEDED, result.stopped_reason or ""
+        _finish(run_obj=run_obj, status=status, reason=reason, summary=summary, sink=sink)
+        return status
+    except (RunnerError, Invalid) as exc:
+        # The engine's own one-line messages (preflight, bad trace, bad spec).
+        if sink is not None:
+            sink.close()
+        _finish(run_obj=run_obj, status=Status.FAILED, reason=str(exc), sink=sink)
+        return Status.FAILED
+    except BaseException as exc:
+        # Anything else is our bug or the machine's: the log gets the traceback, the person a
+        # line. BaseException: Celery's SoftTimeLimitExceeded and worker shutdown included.
+        log.exception("run %s failed", run_uuid)
+        if sink is not None:
+            try:
+                sink.close()
+            except Exception:
+                log.exception("run %s: storing the last records failed", run_uuid)
+        _finish(
+            run_obj=run_obj,
+            status=Status.FAILED,
+            reason=f"internal error: {type(exc).__name__}: {str(exc)[:300]}",
+            sink=sink,
+        )
+        if not isinstance(exc, Exception):
+            raise
+        return Status.FAILED
+    finally:
+        if watcher is not None:
+            watcher.done.set()
+            watcher.join(timeout=5)
+
+
+def runs_reap_stale(*, older_than_s: float | None = None) -> int:
+    """Mark failed every running run whose worker stopped writing its heartbeat (a killed
+    worker process or host). Returns how many."""
+    limit = settings.AIPERF_STALE_RUN_S if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=limit)
+    return Run.objects.filter(status=Status.RUNNING, heartbeat_at__lt=cutoff).update(
+        status=Status.FAILED,
+        finished_at=timezone.now(),
+        reason=f"the worker stopped responding (no heartbeat for {int(limit)} s); "
+        "samples and records up to its last flush are kept",
+    )
+
+
+__all__ = [
+    "FINAL",
+    "run_cancel",
+    "run_claim",
+    "run_delete",
+    "run_execute",
+    "run_launch",
+    "run_rerun",
+    "run_update",
+    "runs_reap_stale",
+]

@@ -1,0 +1,168 @@
+"""The sink the worker hands to `runner.run`: stores snapshots as a time series, records in
+bulk and log lines, and passes each stored snapshot to the live channel.
+
+The engine calls a sink on its own thread, inside its event loop for live runs, so the sink
+only appends to a queue; one writer thread owns every database write. That keeps the engine's
+loop free of I/O (a run launched by the service keeps the CLI's request rate) and keeps the
+ORM out of async contexts. The writer stores records in batches (COPY on PostgreSQL,
+multi-row INSERTs on SQLite) at least every _RECORD_FLUSH_S, and snapshots at most every
+_MIN_SAMPLE_GAP_S of wall time (the simulator produces hundreds a second; a live run one per
+`snapshot_interval_s`); the last snapshot is always stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from django.conf import settings
+from django.db import connection
+
+from aiperf_web.runs.live import publish_snapshot
+from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample
+from runner import RecordDict, Snapshot
+
+log = logging.getLogger(__name__)
+
+_MIN_SAMPLE_GAP_S = 0.5
+_RECORD_FLUSH_S = 1.0
+_STOP = object()
+
+
+def records_insert(*, run_pk: int, first_seq: int, batch: Sequence[RecordDict]) -> int:
+    """Store records `first_seq, first_seq+1, ...` of a run; returns how many."""
+    if not batch:
+        return 0
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        raw = connection.connection
+        dumps = json.dumps
+        sql = "COPY runs_runrecord (run_id, seq, warmup, data) FROM STDIN"
+        with raw.cursor() as cur, cur.copy(sql) as copy:
+            write = copy.write_row
+            seq = first_seq
+            for record in batch:
+                write((run_pk, seq, bool(record.get("warmup")), dumps(record)))
+                seq += 1
+    else:
+        RunRecord.objects.bulk_create(
+            [
+                RunRecord(run_id=run_pk, seq=first_seq + i, warmup=bool(r.get("warmup")), data=r)
+                for i, r in enumerate(batch)
+            ],
+            batch_size=500,
+        )
+    return len(batch)
+
+
+class RunSink:
+    """The engine-facing side (snapshot, records, log) is a queue append; `close()` drains
+    the queue and returns once everything is stored."""
+
+    def __init__(self, *, run: Run, stop: threading.Event) -> None:
+        self.run_pk = run.pk
+        self.run_uuid = str(run.uuid)
+        self.stop = stop
+        self.batch_size = settings.AIPERF_RECORD_BATCH
+        self.records_written = 0
+        self.samples_written = 0
+        self.failure: BaseException | None = None
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._writer = threading.Thread(
+            target=self._write_loop, name=f"run-sink-{run.pk}", daemon=True
+        )
+        self._writer.start()
+        self._closed = False
+
+    # -- the Sink protocol (engine thread) ---------------------------------------------------
+
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self._queue.put(("snapshot", snapshot))
+
+    def records(self, batch: list[RecordDict]) -> None:
+        self._queue.put(("records", batch))
+
+    def log(self, level: Literal["info", "warning", "error"], message: str) -> None:
+        self._queue.put(("log", (level, message)))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._writer.join()
+
+    # -- the writer thread ---------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        pending: list[RecordDict] = []
+        unsaved: Snapshot | None = None
+        last_sample = 0.0
+        last_flush = time.monotonic()
+        try:
+            while True:
+                try:
+                    item = self._queue.get(timeout=_RECORD_FLUSH_S / 2)
+                except queue.Empty:
+                    item = None
+                if item is _STOP:
+                    break
+                if item is not None:
+                    kind, payload = item
+                    if kind == "records":
+                        pending.extend(payload)
+                    elif kind == "snapshot":
+                        unsaved = payload
+                    else:
+                        level, message = payload
+                        RunLog.objects.create(
+                            run_id=self.run_pk, level=level, message=message[:2000]
+                        )
+                now = time.monotonic()
+                if pending and (
+                    len(pending) >= self.batch_size or now - last_flush >= _RECORD_FLUSH_S
+                ):
+                    self._flush(pending)
+                    pending = []
+                    last_flush = now
+                if unsaved is not None and now - last_sample >= _MIN_SAMPLE_GAP_S:
+                    self._store_sample(unsaved)
+                    unsaved = None
+                    last_sample = now
+            # The end: everything still buffered is stored.
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _STOP and item[0] == "records":
+                    pending.extend(item[1])
+                elif item is not _STOP and item[0] == "snapshot":
+                    unsaved = item[1]
+            self._flush(pending)
+            if unsaved is not None:
+                self._store_sample(unsaved)
+        except BaseException as exc:  # stop the run rather than measure into the void
+            log.exception("run %s: storing results failed", self.run_uuid)
+            self.failure = exc
+            self.stop.set()
+        finally:
+            connection.close()
+
+    def _store_sample(self, snapshot: Snapshot) -> None:
+        data: dict[str, Any] = dict(snapshot)
+        seq = self.samples_written
+        t_s = float(data.get("t_s") or 0.0)
+        RunSample.objects.create(run_id=self.run_pk, seq=seq, t_s=t_s, data=data)
+        self.samples_written += 1
+        publish_snapshot(run_uuid=self.run_uuid, seq=seq, t_s=t_s, data=data)
+
+    def _flush(self, batch: list[RecordDict]) -> None:
+        self.records_written += records_insert(
+            run_pk=self.run_pk, first_seq=self.records_written, batch=batch
+        )

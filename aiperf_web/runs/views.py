@@ -1,0 +1,218 @@
+"""Run pages: the list with filters, the launch form, the run detail (status, summary, log,
+actions) and the exports for the browser session."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from aiperf_web.core.errors import Invalid
+from aiperf_web.core.forms import add_service_errors, spec_values
+from aiperf_web.core.views import page
+from aiperf_web.endpoints.selectors import endpoint_list
+from aiperf_web.runs import selectors, services
+from aiperf_web.runs.forms import LaunchForm, RunFilterForm, RunMetaForm
+from aiperf_web.scenarios.selectors import scenario_list
+from aiperf_web.teams.models import Role
+from aiperf_web.teams.selectors import role_in_team, teams_with_role
+
+
+@page
+def run_list(request: HttpRequest) -> HttpResponse:
+    scenarios = list(scenario_list(user=request.user))
+    endpoints = list(endpoint_list(user=request.user))
+    form = RunFilterForm(request.GET or None, scenarios=scenarios, endpoints=endpoints)
+    filters = selectors.RunFilters()
+    if form.is_bound and form.is_valid():
+        d = form.cleaned_data
+        filters = selectors.RunFilters(
+            status=d["status"],
+            scenario=d["scenario"],
+            endpoint=d["endpoint"],
+            tag=d["tag"].strip(),
+            search=d["q"].strip(),
+            created_from=d["created_from"],
+            created_to=d["created_to"],
+        )
+    runs = selectors.run_list(user=request.user, filters=filters)
+    active = list(
+        selectors.run_list(user=request.user, filters=selectors.RunFilters(status="running"))[:20]
+    ) + list(
+        selectors.run_list(user=request.user, filters=selectors.RunFilters(status="queued"))[:20]
+    )
+    paginator = Paginator(runs, 25)
+    page_obj = paginator.get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "runs/list.html",
+        {"form": form, "page_obj": page_obj, "active": active, "query": query.urlencode()},
+    )
+
+
+@page
+def run_new(request: HttpRequest) -> HttpResponse:
+    if not teams_with_role(user=request.user, role=Role.MEMBER):
+        messages.error(request, "Viewers cannot launch runs.")
+        return redirect("runs:list")
+    scenarios = list(scenario_list(user=request.user))
+    endpoints = list(endpoint_list(user=request.user))
+    initial: dict[str, Any] = {}
+    if request.GET.get("scenario"):
+        initial["scenario"] = request.GET["scenario"]
+    form = LaunchForm(
+        request.POST or None, scenarios=scenarios, endpoints=endpoints, initial=initial
+    )
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        values, errors = spec_values(d, form.knob_fields, keep_blank=False)
+        for name, message in errors.items():
+            form.add_error(name, message)
+        overrides: dict[str, Any] = {
+            k: v for k, v in values[""].items() if not isinstance(form.fields[k], type(None))
+        }
+        # Booleans are not launch knobs; drop unticked ones so they keep the scenario's value.
+        overrides = {k: v for k, v in overrides.items() if v is not False}
+        overrides.update(d["more"])
+        if d.get("sim_workers") and d["target"] == "simulated":
+            overrides["target"] = {**overrides.get("target", {}), "workers": d["sim_workers"]}
+        if not errors:
+            try:
+                created = services.run_launch(
+                    actor=request.user,
+                    scenario_id=d["scenario"],
+                    endpoint_id=d["target"],
+                    overrides=overrides,
+                    tags=d["tags"],
+                    notes=d["notes"],
+                )
+            except Invalid as exc:
+                add_service_errors(form, exc.fields, str(exc))
+            else:
+                messages.success(request, "Run queued.")
+                return redirect("runs:detail", run_id=created.uuid)
+    return render(request, "runs/new.html", {"form": form})
+
+
+@page
+def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    role = role_in_team(user=request.user, team=run_obj.team)
+    latest = selectors.run_latest_sample(run_obj=run_obj)
+    meta = RunMetaForm(
+        initial={
+            "tags": ", ".join(run_obj.tag_list),
+            "notes": run_obj.notes,
+            "is_baseline": run_obj.is_baseline,
+        }
+    )
+    summary_rows = selectors.summary_flat(run_obj.summary)
+    return render(
+        request,
+        "runs/detail.html",
+        {
+            "run": run_obj,
+            "can_edit": role in (Role.ADMIN, Role.MEMBER),
+            "latest": latest.data if latest else None,
+            "summary_main": [(k, v) for k, v in summary_rows if k in selectors.SUMMARY_KEYS],
+            "latency": _latency_table(run_obj.summary),
+            "summary_more": [
+                (k, v)
+                for k, v in summary_rows
+                if k not in selectors.SUMMARY_KEYS and k.split(".")[0] not in selectors.LATENCY_KEYS
+            ],
+            "log": selectors.run_log_tail(run_obj=run_obj),
+            "meta": meta,
+            "spec_json": json.dumps(run_obj.spec, indent=2),
+            "progress_pct": int(100 * float(latest.data.get("progress") or 0)) if latest else 0,
+        },
+    )
+
+
+def _latency_table(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
+    rows = []
+    for key in selectors.LATENCY_KEYS:
+        value = (summary or {}).get(key)
+        if isinstance(value, dict):
+            rows.append(
+                {
+                    "name": key,
+                    **{p: value.get(p) for p in ("p50", "p90", "p95", "p99", "mean", "max")},
+                }
+            )
+    return rows
+
+
+@require_POST
+@page
+def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    services.run_cancel(actor=request.user, run_obj=run_obj)
+    messages.success(request, "Cancel requested.")
+    return redirect("runs:detail", run_id=run_obj.uuid)
+
+
+@require_POST
+@page
+def run_rerun(request: HttpRequest, run_id: str) -> HttpResponse:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    try:
+        created = services.run_rerun(actor=request.user, run_obj=run_obj)
+    except Invalid as exc:
+        messages.error(request, str(exc))
+        return redirect("runs:detail", run_id=run_obj.uuid)
+    messages.success(request, "Re-run queued.")
+    return redirect("runs:detail", run_id=created.uuid)
+
+
+@require_POST
+@page
+def run_meta(request: HttpRequest, run_id: str) -> HttpResponse:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    form = RunMetaForm(request.POST)
+    if form.is_valid():
+        try:
+            services.run_update(
+                actor=request.user,
+                run_obj=run_obj,
+                tags=form.cleaned_data["tags"],
+                notes=form.cleaned_data["notes"],
+                is_baseline=form.cleaned_data["is_baseline"],
+            )
+            messages.success(request, "Saved.")
+        except Invalid as exc:
+            messages.error(request, str(exc))
+    return redirect("runs:detail", run_id=run_obj.uuid)
+
+
+@page
+def run_records(request: HttpRequest, run_id: str) -> StreamingHttpResponse:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    response = StreamingHttpResponse(
+        selectors.run_records_jsonl(run_obj=run_obj), content_type="application/x-ndjson"
+    )
+    response["Content-Disposition"] = f'attachment; filename="run-{run_obj.uuid}-records.jsonl"'
+    return response
+
+
+@page
+def run_summary_json(request: HttpRequest, run_id: str) -> JsonResponse:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    return JsonResponse(
+        {"id": str(run_obj.uuid), "status": run_obj.status, "summary": run_obj.summary}
+    )
+
+
+@page
+def run_summary_csv(request: HttpRequest, run_id: str) -> HttpResponse:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    response = HttpResponse(selectors.run_summary_csv(run_obj=run_obj), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="run-{run_obj.uuid}-summary.csv"'
+    return response

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ScenariosConfig(AppConfig):
+    name = "aiperf_web.scenarios"
+    label = "scenarios"

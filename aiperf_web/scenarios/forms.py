@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from aiperf_web.core.forms import spec_fields
+from aiperf_web.scenarios.samples import SAMPLES
+
+
+class TraceUploadForm(forms.Form):
+    team = forms.ChoiceField(required=False)
+    file = forms.FileField(
+        help_text="native JSONL, aiperf dag_jsonl, Claude Code JSON, Mooncake JSONL or Azure CSV"
+    )
+    name = forms.CharField(required=False, max_length=200, help_text="default: the file name")
+
+    def __init__(self, *args: Any, teams: list[Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [(str(t.uuid), t.name) for t in teams]
+        if len(teams) <= 1:
+            del self.fields["team"]
+
+
+class SampleImportForm(forms.Form):
+    team = forms.ChoiceField(required=False)
+    sample = forms.ChoiceField(choices=[(s.key, f"{s.key} — {s.title}") for s in SAMPLES.values()])
+
+    def __init__(self, *args: Any, teams: list[Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [(str(t.uuid), t.name) for t in teams]
+        if len(teams) <= 1:
+            del self.fields["team"]
+
+
+class ScenarioForm(forms.Form):
+    """Name, description, tags, workload (traces and/or the synthetic generator) and every
+    knob of the default run spec, generated from the engine's models."""
+
+    team = forms.ChoiceField(required=False)
+    name = forms.CharField(max_length=100)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    tags = forms.CharField(required=False, max_length=500, help_text="comma-separated")
+    traces = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="none: the synthetic generator",
+    )
+    use_synthetic = forms.BooleanField(
+        required=False, label="Add the synthetic generator", help_text="its parameters are below"
+    )
+
+    def __init__(
+        self, *args: Any, teams: list[Any], traces: list[Any], editing: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].choices = [(str(t.uuid), t.name) for t in teams]
+        if editing or len(teams) <= 1:
+            del self.fields["team"]
+        self.fields["traces"].choices = [
+            (str(t.uuid), f"{t.name} ({t.format}, {t.stats.get('requests', '?')} requests)")
+            for t in traces
+        ]
+        self.knob_fields = spec_fields("")
+        self.target_fields = spec_fields("target")
+        self.synthetic_fields = spec_fields("synthetic")
+        self.fields.update(self.knob_fields)
+        self.fields.update(self.target_fields)
+        self.fields.update(self.synthetic_fields)
+
+    def knob_group(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.knob_fields]
+
+    def target_group(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.target_fields]
+
+    def synthetic_group(self) -> list[forms.BoundField]:
+        return [self[name] for name in self.synthetic_fields]

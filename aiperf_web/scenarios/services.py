@@ -1,0 +1,241 @@
+"""Writes of traces and scenarios. A trace is validated by the engine's loader and inspected
+before anything is saved; a scenario's spec is validated into the engine's RunSpec."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from aiperf_web.core.errors import Invalid, NotFound
+from aiperf_web.core.specs import spec_json, spec_parse
+from aiperf_web.core.tags import tags_normalize
+from aiperf_web.scenarios.models import Scenario, Trace
+from aiperf_web.scenarios.samples import SAMPLES
+from aiperf_web.teams.models import Role, Team
+from aiperf_web.teams.selectors import AnyUser, require_role
+from runner import DEFAULT_MAX_BYTES, RunSpec, TraceError, inspect_trace, load_trace
+
+# Trace references inside a stored spec: the worker replaces each with a file it writes.
+TRACE_REF = "trace:"
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def trace_ref(trace: Trace) -> str:
+    return f"{TRACE_REF}{trace.uuid}"
+
+
+def _safe_filename(filename: str) -> str:
+    name = _SAFE_NAME.sub("_", Path(filename or "trace").name).strip("._") or "trace"
+    return name[-120:]
+
+
+def _read_limited(chunks: Iterable[bytes], *, limit: int) -> bytes:
+    buf = bytearray()
+    for chunk in chunks:
+        buf += chunk
+        if len(buf) > limit:
+            raise Invalid.field(
+                "file", f"the file is larger than the limit of {limit // 1_000_000} MB"
+            )
+    if not buf:
+        raise Invalid.field("file", "the file is empty")
+    return bytes(buf)
+
+
+def _inspect(content: bytes, *, filename: str) -> dict[str, Any]:
+    """Load the bytes with the engine's loader (format detected from the content) and return
+    its statistics; Invalid on field `file` with the loader's line-precise message."""
+    with tempfile.TemporaryDirectory(prefix="aiperf-upload-") as tmp:
+        path = Path(tmp) / filename
+        path.write_bytes(content)
+        try:
+            trace = load_trace(path)
+            stats: dict[str, Any] = dict(inspect_trace(trace))
+        except TraceError as exc:
+            # The loader names the temporary path; the person knows the file by its name.
+            raise Invalid.field("file", str(exc).replace(str(path), filename)) from None
+        except (UnicodeDecodeError, ValueError, OSError) as exc:
+            raise Invalid.field("file", f"{filename}: unreadable trace ({exc})") from None
+    stats.pop("source", None)
+    return stats
+
+
+def trace_upload(
+    *,
+    actor: AnyUser,
+    team: Team,
+    filename: str,
+    chunks: Iterable[bytes],
+    name: str = "",
+    sample: str = "",
+) -> Trace:
+    require_role(user=actor, team=team, role=Role.MEMBER)
+    filename = _safe_filename(filename)
+    name = (name or filename).strip()[:200]
+    if Trace.objects.filter(team=team, name=name).exists():
+        raise Invalid.field("name", f"team {team.name} has a trace named {name!r}")
+    content = _read_limited(chunks, limit=DEFAULT_MAX_BYTES)
+    stats = _inspect(content, filename=filename)
+    try:
+        with transaction.atomic():
+            return Trace.objects.create(
+                team=team,
+                name=name,
+                filename=filename,
+                format=str(stats.get("format", "")),
+                size_bytes=len(content),
+                sha256=hashlib.sha256(content).hexdigest(),
+                content_gz=gzip.compress(content, compresslevel=6),
+                stats=stats,
+                sample=sample,
+                created_by=actor if actor.is_authenticated else None,
+            )
+    except IntegrityError:
+        raise Invalid.field("name", f"a trace named {name!r} exists") from None
+
+
+def trace_import_sample(*, actor: AnyUser, team: Team, key: str, name: str = "") -> Trace:
+    sample = SAMPLES.get(key)
+    if sample is None:
+        raise Invalid.field("sample", f"no built-in sample {key!r}")
+    existing = Trace.objects.filter(team=team, sample=key).first()
+    if existing is not None and not name:
+        require_role(user=actor, team=team, role=Role.MEMBER)
+        return existing
+    return trace_upload(
+        actor=actor,
+        team=team,
+        filename=sample.filename,
+        chunks=[sample.path.read_bytes()],
+        name=name or key,
+        sample=key,
+    )
+
+
+def trace_delete(*, actor: AnyUser, trace: Trace) -> None:
+    require_role(user=actor, team=trace.team, role=Role.MEMBER)
+    used_by = list(trace.scenarios.values_list("name", flat=True)[:5])
+    if used_by:
+        raise Invalid.field("trace", f"used by scenario(s) {', '.join(used_by)}")
+    trace.delete()
+
+
+def trace_content(*, trace_id: object) -> tuple[str, bytes]:
+    """The stored file (name, bytes) of a trace, by public id; for the worker and exports."""
+    trace = Trace.objects.filter(uuid=str(trace_id)).only("filename", "content_gz").first()
+    if trace is None:
+        raise NotFound(f"trace {trace_id} no longer exists")
+    return trace.filename, gzip.decompress(bytes(trace.content_gz))
+
+
+def _resolve_traces(*, team: Team, trace_ids: Sequence[object]) -> list[Trace]:
+    traces: list[Trace] = []
+    for trace_id in trace_ids:
+        trace = Trace.objects.filter(team=team, uuid=str(trace_id)).defer("content_gz").first()
+        if trace is None:
+            raise Invalid.field("traces", f"no trace {trace_id} in team {team.name}")
+        traces.append(trace)
+    return traces
+
+
+def _scenario_spec(spec: dict[str, Any], traces: list[Trace]) -> RunSpec:
+    data = dict(spec)
+    workload = dict(data.get("workload") or {})
+    workload["traces"] = [trace_ref(t) for t in traces]
+    data["workload"] = workload
+    return spec_parse(data, prefix="spec")
+
+
+def scenario_create(
+    *,
+    actor: AnyUser,
+    team: Team,
+    name: str,
+    spec: dict[str, Any],
+    trace_ids: Sequence[object] = (),
+    description: str = "",
+    tags: str | Iterable[str] = "",
+) -> Scenario:
+    require_role(user=actor, team=team, role=Role.MEMBER)
+    name = name.strip()
+    if not name or len(name) > 100:
+        raise Invalid.field("name", "a scenario needs a name of at most 100 characters")
+    if Scenario.objects.filter(team=team, name=name).exists():
+        raise Invalid.field("name", f"team {team.name} has a scenario named {name!r}")
+    tag_text = tags_normalize(tags)
+    traces = _resolve_traces(team=team, trace_ids=trace_ids)
+    run_spec = _scenario_spec(spec, traces)
+    try:
+        with transaction.atomic():
+            scenario = Scenario.objects.create(
+                team=team,
+                name=name,
+                description=description.strip(),
+                tags=tag_text,
+                spec=spec_json(run_spec),
+                created_by=actor if actor.is_authenticated else None,
+            )
+            scenario.traces.set(traces)
+    except IntegrityError:
+        raise Invalid.field("name", f"a scenario named {name!r} exists") from None
+    return scenario
+
+
+def scenario_update(
+    *,
+    actor: AnyUser,
+    scenario: Scenario,
+    name: str | None = None,
+    description: str | None = None,
+    tags: str | Iterable[str] | None = None,
+    spec: dict[str, Any] | None = None,
+    trace_ids: Sequence[object] | None = None,
+) -> Scenario:
+    require_role(user=actor, team=scenario.team, role=Role.MEMBER)
+    if name is not None:
+        name = name.strip()
+        if not name or len(name) > 100:
+            raise Invalid.field("name", "a scenario needs a name of at most 100 characters")
+        clash = Scenario.objects.filter(team=scenario.team, name=name).exclude(pk=scenario.pk)
+        if clash.exists():
+            raise Invalid.field("name", f"a scenario named {name!r} exists")
+        scenario.name = name
+    if description is not None:
+        scenario.description = description.strip()
+    if tags is not None:
+        scenario.tags = tags_normalize(tags)
+    traces = (
+        list(scenario.traces.all())
+        if trace_ids is None
+        else _resolve_traces(team=scenario.team, trace_ids=trace_ids)
+    )
+    if spec is not None or trace_ids is not None:
+        scenario.spec = spec_json(_scenario_spec(scenario.spec if spec is None else spec, traces))
+    with transaction.atomic():
+        scenario.save()
+        if trace_ids is not None:
+            scenario.traces.set(traces)
+    return scenario
+
+
+def scenario_delete(*, actor: AnyUser, scenario: Scenario) -> None:
+    require_role(user=actor, team=scenario.team, role=Role.MEMBER)
+    scenario.delete()
+
+
+def scenario_run_spec(*, scenario: Scenario) -> RunSpec:
+    """The scenario's default spec, with its current traces referenced."""
+    return _scenario_spec(scenario.spec, list(scenario.traces.all()))
+
+
+def scenario_default_spec() -> dict[str, Any]:
+    """What a new scenario's form starts from: the engine's defaults, with a stop so that it
+    can also run against a live endpoint."""
+    return spec_json(spec_parse({"duration_s": 60}))

@@ -1,0 +1,244 @@
+"""The one settings module. Everything that differs between machines comes from the environment,
+read through the small typed helpers below; every variable is documented in README.md.
+
+Two shapes, chosen by the environment alone:
+- embedded default (no variables): SQLite in AIPERF_DATA_DIR, Celery on an in-memory broker
+  consumed by a worker thread inside the web process, the in-memory channel layer, and the
+  built-in mock cluster started beside the server (`manage.py serve`);
+- production: DATABASE_URL (PostgreSQL) and REDIS_URL (Celery broker and channel layer), with
+  any number of `celery -A aiperf_web worker -Q runs` processes.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, "").strip() or default
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false)")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("AIPERF_DATA_DIR", str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DATABASE_URL = env_str("DATABASE_URL")
+REDIS_URL = env_str("REDIS_URL")
+# Embedded: no broker given, so the web process hosts the Celery worker itself.
+EMBEDDED = not REDIS_URL
+
+
+def _secret_key() -> str:
+    """SECRET_KEY, else one generated once and kept in the data dir, so sessions, and the
+    endpoint keys encrypted with a key derived from it, survive restarts."""
+    key = env_str("SECRET_KEY")
+    if key:
+        return key
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("AIPERF_DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "channels",
+    "aiperf_web.core",
+    "aiperf_web.teams",
+    "aiperf_web.endpoints",
+    "aiperf_web.scenarios",
+    "aiperf_web.runs",
+    "aiperf_web.api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "aiperf_web.urls"
+ASGI_APPLICATION = "aiperf_web.asgi.application"
+WSGI_APPLICATION = "aiperf_web.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "aiperf.sqlite3",
+            # The worker thread writes samples while pages read: WAL lets readers go on, and
+            # IMMEDIATE transactions take the write lock up front instead of failing mid-way.
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+            },
+            # A file, not memory: the test worker thread must see what the test wrote.
+            "TEST": {"NAME": str(DATA_DIR / "test.sqlite3")},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/runs/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("AIPERF_STATIC_ROOT", str(DATA_DIR / "static")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Serve straight from the source folders when collectstatic has not run (the embedded
+# default); the Docker image collects them at build time.
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("AIPERF_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+X_FRAME_OPTIONS = "DENY"
+
+# -- Celery (the `runs` queue) -------------------------------------------------------------
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+# A run occupies its worker for its whole length: never hold a second one in reserve.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "runs"
+CELERY_TASK_ROUTES = {"runs.*": {"queue": "runs"}}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# acks_late on Redis redelivers a task still unacknowledged after the visibility timeout; runs
+# may last hours, so keep it longer than any run. A redelivered run finds itself already
+# claimed and does nothing (the claim is one conditional UPDATE).
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, float] = {"visibility_timeout": 12 * 3600}
+if not REDIS_URL:
+    # The in-memory transport polls; its default second would be most of queued → running.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.05}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# -- Channels (the live dashboard builds on the layer) --------------------------------------
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 200, "expiry": 30},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# -- The product's own settings ------------------------------------------------------------
+# Benchmark traffic goes only to these hosts: CIDRs, IPs, host names, `*.suffix`, or `*`.
+AIPERF_OUTBOUND_ALLOWLIST = env_list("AIPERF_OUTBOUND_ALLOWLIST", "127.0.0.0/8,::1,localhost")
+AIPERF_ADMIN_PASSWORD = env_str("AIPERF_ADMIN_PASSWORD")
+# A Fernet key for endpoint API keys at rest; derived from SECRET_KEY when not given.
+AIPERF_ENCRYPTION_KEY = env_str("AIPERF_ENCRYPTION_KEY")
+# The built-in mock cluster: an external one (AIPERF_MOCK_URL), or a child process that
+# `manage.py serve` starts on AIPERF_MOCK_PORT at AIPERF_MOCK_TIME_SCALE.
+AIPERF_MOCK_URL = env_str("AIPERF_MOCK_URL")
+AIPERF_MOCK_PORT = env_int("AIPERF_MOCK_PORT", 8100)
+AIPERF_MOCK_TIME_SCALE = env_float("AIPERF_MOCK_TIME_SCALE", 0.05)
+# Runs the in-process worker of the embedded default executes at once.
+AIPERF_EMBEDDED_WORKERS = env_int("AIPERF_EMBEDDED_WORKERS", 2)
+# Records are written in batches of this many rows (COPY on PostgreSQL).
+AIPERF_RECORD_BATCH = env_int("AIPERF_RECORD_BATCH", 5000)
+# A running run whose worker has not written a heartbeat for this long is marked failed.
+AIPERF_STALE_RUN_S = env_int("AIPERF_STALE_RUN_S", 60)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("AIPERF_LOG_LEVEL", "INFO")},
+    "loggers": {
+        # One line per HTTP request is noise next to the run logs.
+        "django.server": {"level": "WARNING"},
+        "uvicorn.access": {"level": "WARNING"},
+    },
+}

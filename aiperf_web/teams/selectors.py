@@ -1,0 +1,68 @@
+"""Reads about teams. Every other app scopes its queries with `team_ids_for` and checks
+actions with `require_role`."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+
+from aiperf_web.core.errors import Forbidden, NotFound
+from aiperf_web.core.ids import parse_uuid
+from aiperf_web.teams.models import ROLE_RANK, ApiToken, Membership, Role, Team
+
+AnyUser = AbstractBaseUser | AnonymousUser
+
+
+def team_list_for_user(*, user: AnyUser) -> QuerySet[Team]:
+    if not user.is_authenticated:
+        return Team.objects.none()
+    return Team.objects.filter(memberships__user=user).order_by("name")
+
+
+def team_ids_for(*, user: AnyUser) -> list[int]:
+    return list(team_list_for_user(user=user).values_list("id", flat=True))
+
+
+def role_in_team(*, user: AnyUser, team: Team) -> Role | None:
+    if not user.is_authenticated:
+        return None
+    membership = Membership.objects.filter(user=user, team=team).only("role").first()
+    return None if membership is None else Role(membership.role)
+
+
+def require_role(*, user: AnyUser, team: Team, role: Role) -> Role:
+    """The user's role in `team` when it is at least `role`. Outsiders get NotFound (the object
+    does not exist for them); members below the role get Forbidden."""
+    have = role_in_team(user=user, team=team)
+    if have is None:
+        raise NotFound()
+    if ROLE_RANK[have] < ROLE_RANK[role]:
+        raise Forbidden(f"your role in team {team.name} is {have}; this needs {role} or admin")
+    return have
+
+
+def teams_with_role(*, user: AnyUser, role: Role) -> list[Team]:
+    """Teams where the user has at least `role` (the choices of a create form)."""
+    if not user.is_authenticated:
+        return []
+    memberships = Membership.objects.filter(user=user).select_related("team")
+    return sorted(
+        (m.team for m in memberships if ROLE_RANK[Role(m.role)] >= ROLE_RANK[role]),
+        key=lambda t: t.name,
+    )
+
+
+def team_get_for_user(*, user: AnyUser, team_id: str) -> Team:
+    uid = parse_uuid(team_id)
+    team = team_list_for_user(user=user).filter(uuid=uid).first() if uid else None
+    if team is None:
+        raise NotFound("team not found")
+    return team
+
+
+def membership_list(*, team: Team) -> QuerySet[Membership]:
+    return Membership.objects.filter(team=team).select_related("user").order_by("user__username")
+
+
+def api_token_list(*, user: AnyUser) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(user_id=user.pk, revoked_at__isnull=True).order_by("-created_at")
