@@ -117,7 +117,8 @@ class _LiveRun:
             ignore_eos=config.ignore_eos,
         )
         self.t0 = time.perf_counter()
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[asyncio.Task[None]] = set()  # to cancel and await at the end
+        self.sending = 0  # requests whose task has not ended yet
         self.wake = asyncio.Event()
         self.consecutive_failures = 0
         self.stopped_reason: str | None = None
@@ -143,10 +144,10 @@ class _LiveRun:
                 scheduler.stop()
                 for task in self.tasks:
                     task.cancel()
-            if scheduler.finished and not self.tasks:
+            if scheduler.finished and not self.sending:
                 break
             now = self.now()
-            if scheduler.stopped and self.tasks:
+            if scheduler.stopped and self.sending:
                 if self.drain_deadline is None:
                     self.drain_deadline = now + DRAIN_GRACE_S
                 elif now >= self.drain_deadline:
@@ -154,11 +155,14 @@ class _LiveRun:
                         task.cancel()
             for dispatch in engine.dispatch_due(now):
                 task = asyncio.create_task(self._send(dispatch))
+                self.sending += 1
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
             if self.sink is not None and now >= next_snapshot:
                 self._publish(final=False)
                 next_snapshot = now + config.snapshot_interval_s
+            if scheduler.finished and not self.sending:
+                continue  # the duration ended it just now: no tick to wait for
             due = engine.next_due()
             wait_s = config.snapshot_interval_s
             if due is not None:
@@ -198,6 +202,7 @@ class _LiveRun:
 
     async def _send(self, dispatch: Dispatch) -> None:
         if dispatch.error is not None:
+            self.sending -= 1
             self._finish(dispatch, None, dispatch.error)
             return
         done: list[ResponseResult] = []
@@ -206,8 +211,13 @@ class _LiveRun:
         except asyncio.CancelledError:
             pass  # the record of the cancelled request is in `done`; the run keeps it
         finally:
+            # Counted down before the wake-up `_finish` sends: the loop may run before this
+            # task's done-callbacks, and must not wait a whole tick for a request that ended.
+            self.sending -= 1
             if done:
                 self._finish(dispatch, done[0], None)
+            else:
+                self.wake.set()
 
     def _finish(self, dispatch: Dispatch, result: ResponseResult | None, error: str | None) -> None:
         credit = dispatch.credit

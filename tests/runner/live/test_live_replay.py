@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from runner import ListSink, parse_spec, run
 from runner.affinity.emitters import AffinityConfig, AffinityKind
 from runner.cluster import ClusterConfig
-from runner import ListSink, parse_spec, run
 from runner.live import LiveConfig, replay_live
 from runner.mockserver import FaultConfig, MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
