@@ -32,6 +32,7 @@ __all__ = [
     "Snapshot",
     "SnapshotBuilder",
     "Summary",
+    "drain_report",
     "summary_figures",
 ]
 
@@ -149,6 +150,29 @@ class Summary(TypedDict, total=False):
     schedule_lag_ms: Percentiles
     by_depth: dict[str, GroupFigures]  # "0", "1", "2", "3+"
     by_branch_mode: dict[str, GroupFigures]  # "root", "fork", "spawn"
+    drain: Drain
+
+
+class Drain(TypedDict):
+    """What the client still held, and the server still had bound, when the run ended.
+
+    Orphaned copies are the leak: histories of sessions that ended, or that another worker
+    served since, which nothing will ever read again. Copies of sessions cut by the stop are
+    current state (the run could have gone on), reported but not a leak; so are affinity keys
+    of cut trees, which are left to the server's TTL because their finality was unknown.
+    """
+
+    verdict: Literal["drained", "leaked"]
+    orphaned_copies: int
+    orphaned_copies_by_worker: list[int]
+    session_copies: int
+    session_copies_by_worker: list[int]
+    cached_bytes_by_worker: list[int]
+    copies_of_cut_sessions: int
+    affinity_keys_bound: int  # the client's books: bound and never closed
+    affinity_keys_bound_server: int | None  # what the target still held (simulated cluster)
+    early_closes: int
+    message: str
 
 
 class Goodput(TypedDict):
@@ -217,6 +241,40 @@ def summary_figures(metrics: RunMetrics, *, elapsed_s: float) -> Summary:
         "by_branch_mode": {
             mode: _group(stats) for mode, stats in metrics.by_branch_mode.items() if stats.requests
         },
+    }
+
+
+def drain_report(engine: Engine, *, server_bound_keys: int | None = None) -> Drain:
+    """The drain check (see Drain), from the engine's books at the end of a run."""
+    workers = engine.caches.workers
+    orphans = [w.orphans for w in workers]
+    copies = [w.copies for w in workers]
+    orphaned, held = sum(orphans), sum(copies)
+    keys = engine.ledger.keys_bound
+    early = engine.ledger.early_closes
+    if orphaned:
+        where = ", ".join(f"worker {i}: {n}" for i, n in enumerate(orphans) if n)
+        verdict: Literal["drained", "leaked"] = "leaked"
+        message = f"{orphaned} orphaned session copies left ({where})"
+    else:
+        verdict = "drained"
+        message = "no orphaned session copies"
+    if held - orphaned:
+        message += f"; {held - orphaned} copies belong to sessions cut by the stop"
+    if keys:
+        message += f"; {keys} affinity keys left bound (trees cut by the stop: the TTL frees them)"
+    return {
+        "verdict": verdict,
+        "orphaned_copies": orphaned,
+        "orphaned_copies_by_worker": orphans,
+        "session_copies": held,
+        "session_copies_by_worker": copies,
+        "cached_bytes_by_worker": [w.bytes for w in workers],
+        "copies_of_cut_sessions": held - orphaned,
+        "affinity_keys_bound": keys,
+        "affinity_keys_bound_server": server_bound_keys,
+        "early_closes": early,
+        "message": message,
     }
 
 

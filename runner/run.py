@@ -18,7 +18,7 @@ from runner.client import preflight
 from runner.errors import SpecError
 from runner.live import LiveConfig, replay_live
 from runner.live.probe import probe_affinity
-from runner.output import RunStatus, Sink, Summary, summary_figures
+from runner.output import RunStatus, Sink, Summary, drain_report, summary_figures
 from runner.sim.simulator import SimConfig, simulate
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
@@ -111,6 +111,7 @@ async def run_async(
             relay.cancel()
     summary = cast(Summary, result.summary)
     summary.update(summary_figures(result.metrics, elapsed_s=summary_elapsed(summary)))
+    summary["drain"] = drain_report(result.engine)
     if unavailable:
         summary["unavailable"] = unavailable
         if "prefix_cache_hit_ratio" in unavailable:
@@ -148,6 +149,10 @@ def _simulate(
     reason = "cancelled" if result.cancelled else None
     summary = cast(Summary, result.summary)
     summary.update(summary_figures(result.metrics, elapsed_s=summary_elapsed(summary)))
+    bound = cast(dict[str, object], summary).get("affinity_keys_bound_server")
+    summary["drain"] = drain_report(
+        result.engine, server_bound_keys=bound if isinstance(bound, int) else None
+    )
     return _finish(summary, reason)
 
 

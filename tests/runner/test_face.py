@@ -124,7 +124,10 @@ def test_the_spec_maps_onto_the_engine_configs():
     spec = parse_spec({"policy": "legacy", "affinity": "dynamo-nvext", "scope": "lineage"})
     engine = spec.engine_config()
     assert engine.policy.value == "legacy" and engine.affinity.scope == "lineage"
-    assert spec.replay_config().concurrency == spec.concurrency
+    assert spec.replay_config().concurrency == 16  # lanes by default
+    rate = parse_spec({"timing": "rate", "rate_per_s": 5})
+    assert rate.replay_config().concurrency >= 100_000  # no cap unless asked
+    assert rate.with_overrides({"concurrency": 32}).replay_config().concurrency == 32
 
 
 # ---------------------------------------------------------------------------- the run call
@@ -267,3 +270,50 @@ def test_every_public_name_exists_and_the_face_imports_no_web_or_server_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------------ the drain check
+
+
+def _seed_run(policy: str, claude_code_trace: Path) -> dict:
+    spec = parse_spec(
+        {
+            "workload": {"traces": [str(claude_code_trace)]},
+            "concurrency": 256,
+            "duration_s": 3600,
+            "start_window": [0, 1],
+            "policy": policy,
+            "target": {"kind": "simulated"},
+        }
+    )
+    return dict(run(spec).summary)
+
+
+def test_the_drain_check_flags_legacy_leaks_and_passes_spawn_pin(claude_code_trace: Path):
+    legacy = _seed_run("legacy", claude_code_trace)["drain"]
+    pinned = _seed_run("spawn-pin", claude_code_trace)["drain"]
+    assert legacy["verdict"] == "leaked" and legacy["orphaned_copies"] > 0
+    assert sum(legacy["orphaned_copies_by_worker"]) == legacy["orphaned_copies"]
+    assert "orphaned session copies left (worker" in legacy["message"]
+    assert pinned["verdict"] == "drained" and pinned["orphaned_copies"] == 0
+    # Both runs were cut by the duration: live sessions' copies remain, and are not leaks.
+    assert pinned["copies_of_cut_sessions"] == pinned["session_copies"] > 0
+
+
+def test_a_run_whose_trees_all_drain_leaves_no_copies_and_no_bound_keys():
+    spec = parse_spec(
+        {
+            "workload": {"synthetic": {"trees": 3}},
+            "concurrency": 3,
+            "max_trees": 3,
+            "affinity": "dynamo-nvext",
+            "scope": "lineage",
+            "target": {"kind": "simulated", "time_scale": 0.01},
+        }
+    )
+    summary = run(spec).summary
+    drain = summary["drain"]
+    assert summary["trees_completed"] == 3
+    assert drain["verdict"] == "drained"
+    assert drain["session_copies"] == 0 and drain["affinity_keys_bound"] == 0
+    assert drain["affinity_keys_bound_server"] == 0
