@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from ninja import File, Form, NinjaAPI, Query, Schema
+from ninja import File, Form, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.files import UploadedFile
@@ -257,7 +257,7 @@ def trace_upload(
     name: str = Form(""),
     team: str = Form(""),
     sample: str = Form("", description="import a built-in sample instead of a file"),
-) -> tuple[int, dict[str, Any]]:
+) -> Status:
     """Upload a trace file (multipart) or import a built-in sample. The engine's loader
     validates it (errors name file, line and field) before anything is saved."""
     team_obj = _team_for_create(request, team)
@@ -275,7 +275,7 @@ def trace_upload(
             chunks=file.chunks(),
             name=name,
         )
-    return 201, _trace_out(trace)
+    return Status(201, _trace_out(trace))
 
 
 @api.get("/traces/{trace_id}", response=s.TraceOut, tags=["traces"])
@@ -284,10 +284,10 @@ def trace_detail(request: HttpRequest, trace_id: str) -> dict[str, Any]:
 
 
 @api.delete("/traces/{trace_id}", response={204: None}, tags=["traces"])
-def trace_delete(request: HttpRequest, trace_id: str) -> tuple[int, None]:
+def trace_delete(request: HttpRequest, trace_id: str) -> Status:
     trace = scenario_sel.trace_get(user=request.user, trace_id=trace_id)
     scenario_svc.trace_delete(actor=request.user, trace=trace)
-    return 204, None
+    return Status(204, None)
 
 
 # -- scenarios --
@@ -301,7 +301,7 @@ def scenario_list(request: HttpRequest, tag: str = "", q: str = "") -> list[dict
 
 
 @api.post("/scenarios", response={201: s.ScenarioOut}, tags=["scenarios"])
-def scenario_create(request: HttpRequest, payload: s.ScenarioIn) -> tuple[int, dict[str, Any]]:
+def scenario_create(request: HttpRequest, payload: s.ScenarioIn) -> Status:
     team_obj = _team_for_create(request, payload.team)
     scenario = scenario_svc.scenario_create(
         actor=request.user,
@@ -312,7 +312,7 @@ def scenario_create(request: HttpRequest, payload: s.ScenarioIn) -> tuple[int, d
         trace_ids=payload.traces,
         spec=payload.spec.model_dump(mode="json"),
     )
-    return 201, _scenario_out(scenario)
+    return Status(201, _scenario_out(scenario))
 
 
 @api.get("/scenarios/{scenario_id}", response=s.ScenarioOut, tags=["scenarios"])
@@ -338,10 +338,10 @@ def scenario_update(
 
 
 @api.delete("/scenarios/{scenario_id}", response={204: None}, tags=["scenarios"])
-def scenario_delete(request: HttpRequest, scenario_id: str) -> tuple[int, None]:
+def scenario_delete(request: HttpRequest, scenario_id: str) -> Status:
     scenario = scenario_sel.scenario_get(user=request.user, scenario_id=scenario_id)
     scenario_svc.scenario_delete(actor=request.user, scenario=scenario)
-    return 204, None
+    return Status(204, None)
 
 
 # -- endpoints --
@@ -353,7 +353,7 @@ def endpoint_list(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 @api.post("/endpoints", response={201: s.EndpointOut}, tags=["endpoints"])
-def endpoint_create(request: HttpRequest, payload: s.EndpointIn) -> tuple[int, dict[str, Any]]:
+def endpoint_create(request: HttpRequest, payload: s.EndpointIn) -> Status:
     team_obj = _team_for_create(request, payload.team)
     endpoint = endpoint_svc.endpoint_create(
         actor=request.user,
@@ -365,7 +365,7 @@ def endpoint_create(request: HttpRequest, payload: s.EndpointIn) -> tuple[int, d
         extra_headers=payload.extra_headers,
         server_kind=payload.server_kind,
     )
-    return 201, _endpoint_out(endpoint)
+    return Status(201, _endpoint_out(endpoint))
 
 
 @api.get("/endpoints/{endpoint_id}", response=s.EndpointOut, tags=["endpoints"])
@@ -384,10 +384,10 @@ def endpoint_update(
 
 
 @api.delete("/endpoints/{endpoint_id}", response={204: None}, tags=["endpoints"])
-def endpoint_delete(request: HttpRequest, endpoint_id: str) -> tuple[int, None]:
+def endpoint_delete(request: HttpRequest, endpoint_id: str) -> Status:
     endpoint = endpoint_sel.endpoint_get(user=request.user, endpoint_id=endpoint_id)
     endpoint_svc.endpoint_delete(actor=request.user, endpoint=endpoint)
-    return 204, None
+    return Status(204, None)
 
 
 @api.post("/endpoints/{endpoint_id}/test", response=s.ConnectionOut, tags=["endpoints"])
@@ -459,7 +459,7 @@ def run_list(request: HttpRequest, query: Query[RunQuery]) -> dict[str, Any]:  #
 
 
 @api.post("/runs", response={201: s.RunDetailOut}, tags=["runs"])
-def run_create(request: HttpRequest, payload: s.RunCreate) -> tuple[int, dict[str, Any]]:
+def run_create(request: HttpRequest, payload: s.RunCreate) -> Status:
     """Launch a run: scenario + endpoint (or "simulated") + overrides of any RunSpec knob.
     Answers at once with the run `queued`; a worker picks it up."""
     overrides = payload.overrides.model_dump(exclude_unset=True, mode="json")
@@ -471,7 +471,7 @@ def run_create(request: HttpRequest, payload: s.RunCreate) -> tuple[int, dict[st
         tags=payload.tags,
         notes=payload.notes,
     )
-    return 201, _run_detail(run_sel.run_get(user=request.user, run_id=created.uuid))
+    return Status(201, _run_detail(run_sel.run_get(user=request.user, run_id=created.uuid)))
 
 
 @api.get("/runs/{run_id}", response=s.RunDetailOut, tags=["runs"])
@@ -489,11 +489,11 @@ def run_update(request: HttpRequest, run_id: str, payload: s.RunPatch) -> dict[s
 
 
 @api.delete("/runs/{run_id}", response={204: None}, tags=["runs"])
-def run_delete(request: HttpRequest, run_id: str) -> tuple[int, None]:
+def run_delete(request: HttpRequest, run_id: str) -> Status:
     run_svc.run_delete(
         actor=request.user, run_obj=run_sel.run_get(user=request.user, run_id=run_id)
     )
-    return 204, None
+    return Status(204, None)
 
 
 @api.post("/runs/{run_id}/cancel", response=s.RunDetailOut, tags=["runs"])
@@ -505,10 +505,10 @@ def run_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
 
 
 @api.post("/runs/{run_id}/rerun", response={201: s.RunDetailOut}, tags=["runs"])
-def run_rerun(request: HttpRequest, run_id: str) -> tuple[int, dict[str, Any]]:
+def run_rerun(request: HttpRequest, run_id: str) -> Status:
     run_obj = run_sel.run_get(user=request.user, run_id=run_id)
     created = run_svc.run_rerun(actor=request.user, run_obj=run_obj)
-    return 201, _run_detail(run_sel.run_get(user=request.user, run_id=created.uuid))
+    return Status(201, _run_detail(run_sel.run_get(user=request.user, run_id=created.uuid)))
 
 
 @api.get("/runs/{run_id}/samples", response=s.SamplePage, tags=["runs"])

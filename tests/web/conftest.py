@@ -1,0 +1,216 @@
+"""Web test fixtures: three personas and anonymous, a team's objects, the built-in mock over
+real sockets, and a real Celery worker consuming the `runs` queue.
+
+Two shapes, chosen by the environment like the service itself:
+- embedded (no DATABASE_URL/REDIS_URL): SQLite file, in-memory broker, the worker is the
+  embedded one (a WorkController thread), as `manage.py serve` runs it;
+- production (DATABASE_URL and REDIS_URL set, as .ci/run does): PostgreSQL, Redis, and a
+  separate `celery -A aiperf_web worker -Q runs` process on the test database.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def mock_url() -> Iterator[str]:
+    from aiperf_web.core.mock import MockServer, free_port
+
+    mock = MockServer(port=free_port(), time_scale=0.01)
+    mock.start()
+    yield mock.url
+    mock.stop()
+
+
+def _test_database_url() -> str:
+    db = settings.DATABASES["default"]
+    return f"postgresql://{db.get('USER') or ''}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
+    """A worker consuming the `runs` queue for the whole session; yields its kind."""
+    if settings.EMBEDDED:
+        from aiperf_web.core.worker import EmbeddedWorker
+
+        worker = EmbeddedWorker(concurrency=2)
+        worker.start()
+        yield "embedded"
+        worker.stop()
+        return
+    import redis
+
+    # Messages left by an earlier session would name runs this database never had.
+    redis.Redis.from_url(settings.REDIS_URL).delete("runs")
+    env = {**os.environ, "DATABASE_URL": _test_database_url()}
+    if settings.DATABASES["default"].get("PASSWORD"):
+        pytest.skip("a password-protected test database: give the worker its URL")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "aiperf_web",
+            "worker",
+            "-Q",
+            "runs",
+            "--concurrency",
+            "2",
+            "--prefetch-multiplier",
+            "1",
+            "--loglevel",
+            "WARNING",
+            "--without-mingle",
+            "--without-gossip",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    from aiperf_web.celery import app
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the celery worker exited with {proc.returncode}")
+        if app.control.ping(timeout=0.5):
+            break
+    else:
+        proc.kill()
+        pytest.fail("the celery worker did not answer a ping within 30 s")
+    yield "process"
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., Any]:
+    def wait(predicate: Callable[[], Any], *, timeout_s: float = 60.0, every_s: float = 0.1) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(every_s)
+        raise AssertionError(f"condition not met within {timeout_s} s")
+
+    return wait
+
+
+# -- personas ------------------------------------------------------------------------------------
+
+
+class World:
+    """Team A (owner = admin, teammate = member, viewer), team B (outsider = admin), and team
+    A's objects: a trace, a scenario, an endpoint on the mock, a finished run with records."""
+
+    def __init__(self, mock: str) -> None:
+        from aiperf_web.endpoints.services import endpoint_create
+        from aiperf_web.runs.models import Run, RunSample, Status
+        from aiperf_web.runs.sink import records_insert
+        from aiperf_web.scenarios.services import scenario_create, trace_import_sample
+        from aiperf_web.teams.models import Membership, Role
+        from aiperf_web.teams.services import api_token_create, team_create
+
+        self.owner = User.objects.create_user("owner", password="pw-owner-1")
+        self.teammate = User.objects.create_user("teammate", password="pw-teammate-1")
+        self.viewer = User.objects.create_user("viewer", password="pw-viewer-1")
+        self.outsider = User.objects.create_user("outsider", password="pw-outsider-1")
+        self.team = team_create(name="alpha", owner=self.owner)
+        Membership.objects.create(team=self.team, user=self.teammate, role=Role.MEMBER)
+        Membership.objects.create(team=self.team, user=self.viewer, role=Role.VIEWER)
+        self.other_team = team_create(name="beta", owner=self.outsider)
+        self.trace = trace_import_sample(
+            actor=self.owner, team=self.team, key="dag-spawn-minimal", name="alpha-trace"
+        )
+        self.scenario = scenario_create(
+            actor=self.owner,
+            team=self.team,
+            name="alpha-scenario",
+            spec={"duration_s": 2, "concurrency": 2, "speedup": 50, "snapshot_interval_s": 0.5},
+            trace_ids=[self.trace.uuid],
+            tags="smoke",
+        )
+        self.endpoint = endpoint_create(
+            actor=self.owner,
+            team=self.team,
+            name="alpha-mock",
+            base_url=mock,
+            model="mock-model",
+            api_key="sk-alpha-secret",
+            server_kind="dynamo",
+        )
+        self.run = Run.objects.create(
+            team=self.team,
+            scenario=self.scenario,
+            scenario_name=self.scenario.name,
+            endpoint=self.endpoint,
+            endpoint_name=self.endpoint.name,
+            target_kind="endpoint",
+            spec=self.scenario.spec,
+            status=Status.SUCCEEDED,
+            summary={"requests": 2, "errors": 0, "ttft_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0}},
+            records_count=3,
+        )
+        records_insert(
+            run_pk=self.run.pk,
+            first_seq=0,
+            batch=[
+                {"request_id": 1, "warmup": True},
+                {"request_id": 2, "warmup": False},
+                {"request_id": 3, "warmup": False},
+            ],  # type: ignore[list-item]
+        )
+        RunSample.objects.create(run=self.run, seq=0, t_s=1.0, data={"t_s": 1.0, "progress": 1.0})
+        self.tokens = {
+            name: api_token_create(user=user, name="test")[1]
+            for name, user in (
+                ("owner", self.owner),
+                ("teammate", self.teammate),
+                ("viewer", self.viewer),
+                ("outsider", self.outsider),
+            )
+        }
+
+    def user(self, persona: str) -> User | None:
+        return None if persona == "anonymous" else getattr(self, persona)
+
+    def client(self, persona: str) -> Client:
+        client = Client()
+        user = self.user(persona)
+        if user is not None:
+            client.force_login(user)
+        return client
+
+    def api(self, persona: str) -> Client:
+        if persona == "anonymous":
+            return Client()
+        return Client(HTTP_AUTHORIZATION=f"Bearer {self.tokens[persona]}")
+
+
+@pytest.fixture
+def world(db: Any, mock_url: str) -> World:
+    return World(mock_url)
+
+
+@pytest.fixture
+def live_world(transactional_db: Any, mock_url: str, run_worker: str) -> World:
+    """The same objects, committed, with a worker consuming the queue."""
+    return World(mock_url)
