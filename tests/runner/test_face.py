@@ -317,3 +317,10 @@ def test_a_run_whose_trees_all_drain_leaves_no_copies_and_no_bound_keys():
     assert drain["verdict"] == "drained"
     assert drain["session_copies"] == 0 and drain["affinity_keys_bound"] == 0
     assert drain["affinity_keys_bound_server"] == 0
+
+
+def test_the_published_json_schema_is_the_specs_own():
+    published = json.loads((ROOT / "docs" / "run-spec.schema.json").read_text(encoding="utf-8"))
+    assert published == json.loads(json.dumps(RunSpec.model_json_schema())), (
+        "regenerate docs/run-spec.schema.json from RunSpec.model_json_schema()"
+    )
