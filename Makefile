@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run demo test lint typecheck unit web-embedded bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -12,27 +12,47 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $(STAMP)
 
-# The main job. Until the web service exists: an hour of agentic traffic simulated in virtual
-# time, legacy vs spawn-pin routing and conversation vs lineage affinity side by side.
+# The main job: the web service on http://127.0.0.1:8000 with its worker and the built-in mock
+# cluster, one command and one process tree (`manage.py serve` migrates and creates the demo
+# objects first). With DATABASE_URL and REDIS_URL set it uses PostgreSQL and Redis and starts
+# a separate `celery -A aiperf_web worker -Q runs` process.
 run: $(STAMP)
+	$(PY) manage.py serve --host 127.0.0.1 --port 8000
+
+# The engine alone: an hour of agentic traffic simulated in virtual time, legacy vs spawn-pin
+# routing and conversation vs lineage affinity side by side.
+demo: $(STAMP)
 	$(PY) -m runner demo
 
-test: lint typecheck unit
+test: lint typecheck unit web-embedded
 
 lint: $(STAMP)
-	$(PY) -m ruff check runner tests
-	$(PY) -m ruff format --check runner tests
+	$(PY) -m ruff check runner tests aiperf_web manage.py
+	$(PY) -m ruff format --check runner tests aiperf_web manage.py
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
+# Everything, on whatever DATABASE_URL / REDIS_URL say (PostgreSQL + Redis + a celery worker
+# process when set, as in CI; the embedded default otherwise).
 unit: $(STAMP)
 	$(PY) -m pytest
+
+# When the run above used PostgreSQL + Redis, the web tests run again on the embedded default.
+web-embedded: $(STAMP)
+	@if [ -n "$$DATABASE_URL$$REDIS_URL" ]; then \
+		echo "web tests on the embedded default (SQLite, in-process worker)"; \
+		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest tests/web; \
+	fi
 
 # Benchmarks print figures; they are never pass/fail timing checks.
 bench: $(STAMP)
 	$(PY) -m runner bench router --json
 	$(PY) -m runner bench sim --json
+
+# Web service figures: record persistence (rows/s), queued→running latency, API run list.
+bench-web: $(STAMP)
+	$(PY) manage.py bench_web
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

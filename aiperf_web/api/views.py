@@ -8,7 +8,7 @@ teams' ids are 404 alike.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import File, Form, NinjaAPI, Query, Schema, Status
@@ -16,6 +16,7 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.files import UploadedFile
 from ninja.security import HttpBearer
+from pydantic import BaseModel
 
 from aiperf_web.api import schemas as s
 from aiperf_web.core.errors import Forbidden, Invalid, NotFound
@@ -176,10 +177,8 @@ def _run_out(r: Run) -> dict[str, Any]:
         "team": _ref(r.team, r.team.name),
         "status": r.status,
         "reason": r.reason,
-        "scenario": {"id": None, "name": r.scenario_name}
-        if r.scenario_id is None
-        else {"id": r.scenario.uuid, "name": r.scenario_name},
-        "endpoint": {"id": r.endpoint.uuid if r.endpoint_id else None, "name": r.endpoint_name},
+        "scenario": _ref(r.scenario, r.scenario_name),
+        "endpoint": _ref(r.endpoint, r.endpoint_name),
         "target_kind": r.target_kind,
         "summary": r.summary,
         "tags": r.tag_list,
@@ -191,7 +190,7 @@ def _run_out(r: Run) -> dict[str, Any]:
         "cancel_requested": r.cancel_requested_at is not None,
         "records_count": r.records_count,
         "samples_count": r.samples_count,
-        "rerun_of": r.rerun_of.uuid if r.rerun_of_id else None,
+        "rerun_of": r.rerun_of.uuid if r.rerun_of is not None else None,
     }
 
 
@@ -253,11 +252,13 @@ def trace_samples(request: HttpRequest) -> list[dict[str, Any]]:
 @api.post("/traces", response={201: s.TraceOut}, tags=["traces"])
 def trace_upload(
     request: HttpRequest,
-    file: UploadedFile | None = File(None),  # noqa: B008
-    name: str = Form(""),
-    team: str = Form(""),
-    sample: str = Form("", description="import a built-in sample instead of a file"),
-) -> Status:
+    file: UploadedFile | None = File(None),  # type: ignore[type-arg]  # noqa: B008
+    name: str = Form(""),  # type: ignore[type-arg]
+    team: str = Form(""),  # type: ignore[type-arg]
+    sample: str = Form(  # type: ignore[type-arg]
+        "", description="import a built-in sample instead of a file"
+    ),
+) -> Status[Any]:
     """Upload a trace file (multipart) or import a built-in sample. The engine's loader
     validates it (errors name file, line and field) before anything is saved."""
     team_obj = _team_for_create(request, team)
@@ -284,7 +285,7 @@ def trace_detail(request: HttpRequest, trace_id: str) -> dict[str, Any]:
 
 
 @api.delete("/traces/{trace_id}", response={204: None}, tags=["traces"])
-def trace_delete(request: HttpRequest, trace_id: str) -> Status:
+def trace_delete(request: HttpRequest, trace_id: str) -> Status[Any]:
     trace = scenario_sel.trace_get(user=request.user, trace_id=trace_id)
     scenario_svc.trace_delete(actor=request.user, trace=trace)
     return Status(204, None)
@@ -301,7 +302,7 @@ def scenario_list(request: HttpRequest, tag: str = "", q: str = "") -> list[dict
 
 
 @api.post("/scenarios", response={201: s.ScenarioOut}, tags=["scenarios"])
-def scenario_create(request: HttpRequest, payload: s.ScenarioIn) -> Status:
+def scenario_create(request: HttpRequest, payload: s.ScenarioIn) -> Status[Any]:
     team_obj = _team_for_create(request, payload.team)
     scenario = scenario_svc.scenario_create(
         actor=request.user,
@@ -338,7 +339,7 @@ def scenario_update(
 
 
 @api.delete("/scenarios/{scenario_id}", response={204: None}, tags=["scenarios"])
-def scenario_delete(request: HttpRequest, scenario_id: str) -> Status:
+def scenario_delete(request: HttpRequest, scenario_id: str) -> Status[Any]:
     scenario = scenario_sel.scenario_get(user=request.user, scenario_id=scenario_id)
     scenario_svc.scenario_delete(actor=request.user, scenario=scenario)
     return Status(204, None)
@@ -353,7 +354,7 @@ def endpoint_list(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 @api.post("/endpoints", response={201: s.EndpointOut}, tags=["endpoints"])
-def endpoint_create(request: HttpRequest, payload: s.EndpointIn) -> Status:
+def endpoint_create(request: HttpRequest, payload: s.EndpointIn) -> Status[Any]:
     team_obj = _team_for_create(request, payload.team)
     endpoint = endpoint_svc.endpoint_create(
         actor=request.user,
@@ -384,7 +385,7 @@ def endpoint_update(
 
 
 @api.delete("/endpoints/{endpoint_id}", response={204: None}, tags=["endpoints"])
-def endpoint_delete(request: HttpRequest, endpoint_id: str) -> Status:
+def endpoint_delete(request: HttpRequest, endpoint_id: str) -> Status[Any]:
     endpoint = endpoint_sel.endpoint_get(user=request.user, endpoint_id=endpoint_id)
     endpoint_svc.endpoint_delete(actor=request.user, endpoint=endpoint)
     return Status(204, None)
@@ -431,7 +432,7 @@ def _date(value: str, field: str) -> Any:
 
 
 @api.get("/runs", response=s.RunPage, tags=["runs"])
-def run_list(request: HttpRequest, query: Query[RunQuery]) -> dict[str, Any]:  # type: ignore[type-arg]
+def run_list(request: HttpRequest, query: Query[RunQuery]) -> dict[str, Any]:
     if not 1 <= query.limit <= 500:
         raise Invalid.field("limit", "between 1 and 500")
     if query.offset < 0:
@@ -459,10 +460,12 @@ def run_list(request: HttpRequest, query: Query[RunQuery]) -> dict[str, Any]:  #
 
 
 @api.post("/runs", response={201: s.RunDetailOut}, tags=["runs"])
-def run_create(request: HttpRequest, payload: s.RunCreate) -> Status:
+def run_create(request: HttpRequest, payload: s.RunCreate) -> Status[Any]:
     """Launch a run: scenario + endpoint (or "simulated") + overrides of any RunSpec knob.
     Answers at once with the run `queued`; a worker picks it up."""
-    overrides = payload.overrides.model_dump(exclude_unset=True, mode="json")
+    overrides: dict[str, Any] = cast(BaseModel, payload.overrides).model_dump(
+        exclude_unset=True, mode="json"
+    )
     created = run_svc.run_launch(
         actor=request.user,
         scenario_id=payload.scenario,
@@ -489,7 +492,7 @@ def run_update(request: HttpRequest, run_id: str, payload: s.RunPatch) -> dict[s
 
 
 @api.delete("/runs/{run_id}", response={204: None}, tags=["runs"])
-def run_delete(request: HttpRequest, run_id: str) -> Status:
+def run_delete(request: HttpRequest, run_id: str) -> Status[Any]:
     run_svc.run_delete(
         actor=request.user, run_obj=run_sel.run_get(user=request.user, run_id=run_id)
     )
@@ -505,7 +508,7 @@ def run_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
 
 
 @api.post("/runs/{run_id}/rerun", response={201: s.RunDetailOut}, tags=["runs"])
-def run_rerun(request: HttpRequest, run_id: str) -> Status:
+def run_rerun(request: HttpRequest, run_id: str) -> Status[Any]:
     run_obj = run_sel.run_get(user=request.user, run_id=run_id)
     created = run_svc.run_rerun(actor=request.user, run_obj=run_obj)
     return Status(201, _run_detail(run_sel.run_get(user=request.user, run_id=created.uuid)))

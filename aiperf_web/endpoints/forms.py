@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -31,7 +31,9 @@ class EndpointForm(forms.Form):
 
     def __init__(self, *args: Any, teams: list[Any], editing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].choices = [(str(t.uuid), t.name) for t in teams]
+        cast(forms.ChoiceField, self.fields["team"]).choices = [
+            (str(t.uuid), t.name) for t in teams
+        ]
         if editing or len(teams) <= 1:
             del self.fields["team"]
         if not editing:

@@ -12,7 +12,7 @@ from aiperf_web.core.outbound import check_outbound_url
 from aiperf_web.core.specs import spec_parse
 from aiperf_web.endpoints.models import Endpoint, ServerKind
 from aiperf_web.teams.models import Role, Team
-from aiperf_web.teams.selectors import AnyUser, require_role
+from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
 from runner import RunnerError, check_endpoint
 
 _KEEP = object()
@@ -108,7 +108,7 @@ def endpoint_create(
             return Endpoint.objects.create(
                 team=team,
                 api_key_encrypted=encrypt_secret(api_key) if api_key else "",
-                created_by=actor if actor.is_authenticated else None,
+                created_by=user_or_none(actor),
                 is_builtin=is_builtin,
                 **values,
             )

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -39,10 +39,10 @@ class RunFilterForm(forms.Form):
         self, *args: Any, scenarios: list[Any], endpoints: list[Any], **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["scenario"].choices = [("", "any scenario")] + [
+        cast(forms.ChoiceField, self.fields["scenario"]).choices = [("", "any scenario")] + [
             (str(s.uuid), s.name) for s in scenarios
         ]
-        self.fields["endpoint"].choices = [
+        cast(forms.ChoiceField, self.fields["endpoint"]).choices = [
             ("", "any target"),
             ("simulated", "simulated cluster"),
         ] + [(str(e.uuid), e.name) for e in endpoints]
@@ -70,10 +70,10 @@ class LaunchForm(forms.Form):
         self, *args: Any, scenarios: list[Any], endpoints: list[Any], **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["scenario"].choices = [
+        cast(forms.ChoiceField, self.fields["scenario"]).choices = [
             (str(s.uuid), f"{s.name} ({s.team.name})") for s in scenarios
         ]
-        self.fields["target"].choices = [
+        cast(forms.ChoiceField, self.fields["target"]).choices = [
             (str(e.uuid), f"{e.name} — {e.base_url} ({e.team.name})") for e in endpoints
         ] + [("simulated", "simulated cluster (virtual time)")]
         self.knob_fields = spec_fields("", only=LAUNCH_KNOBS)

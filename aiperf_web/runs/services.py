@@ -33,7 +33,7 @@ from aiperf_web.runs.sink import RunSink
 from aiperf_web.scenarios.selectors import scenario_get
 from aiperf_web.scenarios.services import TRACE_REF, scenario_run_spec, trace_content
 from aiperf_web.teams.models import Role
-from aiperf_web.teams.selectors import AnyUser, require_role
+from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
 from runner import BadInput, EndpointTarget, RunnerError, RunSpec, SimulatedTarget, run
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ def run_launch(
             overrides=dict(overrides),
             tags=tag_text,
             notes=notes.strip(),
-            created_by=actor if actor.is_authenticated else None,
+            created_by=user_or_none(actor),
             rerun_of=rerun_of,
         )
         limit = run_time_limit_s(spec)

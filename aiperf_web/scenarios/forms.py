@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -17,7 +17,9 @@ class TraceUploadForm(forms.Form):
 
     def __init__(self, *args: Any, teams: list[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].choices = [(str(t.uuid), t.name) for t in teams]
+        cast(forms.ChoiceField, self.fields["team"]).choices = [
+            (str(t.uuid), t.name) for t in teams
+        ]
         if len(teams) <= 1:
             del self.fields["team"]
 
@@ -28,7 +30,9 @@ class SampleImportForm(forms.Form):
 
     def __init__(self, *args: Any, teams: list[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].choices = [(str(t.uuid), t.name) for t in teams]
+        cast(forms.ChoiceField, self.fields["team"]).choices = [
+            (str(t.uuid), t.name) for t in teams
+        ]
         if len(teams) <= 1:
             del self.fields["team"]
 
@@ -54,10 +58,12 @@ class ScenarioForm(forms.Form):
         self, *args: Any, teams: list[Any], traces: list[Any], editing: bool = False, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].choices = [(str(t.uuid), t.name) for t in teams]
+        cast(forms.ChoiceField, self.fields["team"]).choices = [
+            (str(t.uuid), t.name) for t in teams
+        ]
         if editing or len(teams) <= 1:
             del self.fields["team"]
-        self.fields["traces"].choices = [
+        cast(forms.ChoiceField, self.fields["traces"]).choices = [
             (str(t.uuid), f"{t.name} ({t.format}, {t.stats.get('requests', '?')} requests)")
             for t in traces
         ]

@@ -19,7 +19,7 @@ from aiperf_web.core.tags import tags_normalize
 from aiperf_web.scenarios.models import Scenario, Trace
 from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.teams.models import Role, Team
-from aiperf_web.teams.selectors import AnyUser, require_role
+from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
 from runner import DEFAULT_MAX_BYTES, RunSpec, TraceError, inspect_trace, load_trace
 
 # Trace references inside a stored spec: the worker replaces each with a file it writes.
@@ -95,7 +95,7 @@ def trace_upload(
                 content_gz=gzip.compress(content, compresslevel=6),
                 stats=stats,
                 sample=sample,
-                created_by=actor if actor.is_authenticated else None,
+                created_by=user_or_none(actor),
             )
     except IntegrityError:
         raise Invalid.field("name", f"a trace named {name!r} exists") from None
@@ -180,7 +180,7 @@ def scenario_create(
                 description=description.strip(),
                 tags=tag_text,
                 spec=spec_json(run_spec),
-                created_by=actor if actor.is_authenticated else None,
+                created_by=user_or_none(actor),
             )
             scenario.traces.set(traces)
     except IntegrityError:

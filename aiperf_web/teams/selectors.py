@@ -3,14 +3,19 @@ actions with `require_role`."""
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from aiperf_web.core.errors import Forbidden, NotFound
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.teams.models import ROLE_RANK, ApiToken, Membership, Role, Team
 
-AnyUser = AbstractBaseUser | AnonymousUser
+AnyUser = User | AnonymousUser
+
+
+def user_or_none(user: AnyUser) -> User | None:
+    """The user to record as an object's author (None for anonymous)."""
+    return user if isinstance(user, User) else None
 
 
 def team_list_for_user(*, user: AnyUser) -> QuerySet[Team]:
@@ -65,4 +70,6 @@ def membership_list(*, team: Team) -> QuerySet[Membership]:
 
 
 def api_token_list(*, user: AnyUser) -> QuerySet[ApiToken]:
-    return ApiToken.objects.filter(user_id=user.pk, revoked_at__isnull=True).order_by("-created_at")
+    return ApiToken.objects.filter(user=user_or_none(user), revoked_at__isnull=True).order_by(
+        "-created_at"
+    )

@@ -7,14 +7,14 @@ import secrets
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
 from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.teams.models import ApiToken, Membership, Role, Team
-from aiperf_web.teams.selectors import AnyUser, require_role
+from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
 
 TOKEN_PREFIX = "aip_"
 # last_used_at is written at most this often per token: one API call must not cost a write.
@@ -25,7 +25,7 @@ def _digest(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def team_create(*, name: str, owner: AbstractBaseUser) -> Team:
+def team_create(*, name: str, owner: User) -> Team:
     name = name.strip()
     if not name:
         raise Invalid.field("name", "a team needs a name")
@@ -78,7 +78,7 @@ def _keep_an_admin(*, team: Team, leaving: Membership) -> None:
         raise Invalid.field("role", "a team keeps at least one admin")
 
 
-def api_token_create(*, user: AbstractBaseUser, name: str = "") -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, name: str = "") -> tuple[ApiToken, str]:
     """A new token and its raw value, which is shown once and never stored."""
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
@@ -93,7 +93,7 @@ def api_token_create(*, user: AbstractBaseUser, name: str = "") -> tuple[ApiToke
 def api_token_revoke(*, user: AnyUser, token_id: str) -> None:
     uid = parse_uuid(token_id)
     updated = (
-        ApiToken.objects.filter(uuid=uid, user_id=user.pk, revoked_at__isnull=True).update(
+        ApiToken.objects.filter(uuid=uid, user=user_or_none(user), revoked_at__isnull=True).update(
             revoked_at=timezone.now()
         )
         if uid
@@ -103,7 +103,7 @@ def api_token_revoke(*, user: AnyUser, token_id: str) -> None:
         raise NotFound("token not found")
 
 
-def api_token_authenticate(*, raw: str) -> AbstractBaseUser | None:
+def api_token_authenticate(*, raw: str) -> User | None:
     """The active user owning the raw token, or None. Records the last use (coarsely)."""
     if not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
         return None

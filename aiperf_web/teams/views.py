@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -73,6 +74,7 @@ def member_remove(request: HttpRequest, team_id: str) -> HttpResponse:
 @require_POST
 @page
 def token_create(request: HttpRequest) -> HttpResponse:
+    assert isinstance(request.user, User)  # @page: logged in
     _, raw = services.api_token_create(user=request.user, name=request.POST.get("name", ""))
     # Shown once, on the next page view, then gone from the session.
     request.session["new_token"] = raw

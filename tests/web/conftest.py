@@ -38,7 +38,8 @@ def mock_url() -> Iterator[str]:
 
 def _test_database_url() -> str:
     db = settings.DATABASES["default"]
-    return f"postgresql://{db.get('USER') or ''}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
+    return f"postgresql://{db.get('USER') or ''}@{host}:{port}/{db['NAME']}"
 
 
 @pytest.fixture(scope="session")
@@ -98,6 +99,12 @@ def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    # Personas are created per test; PBKDF2's deliberate slowness would dominate the suite.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

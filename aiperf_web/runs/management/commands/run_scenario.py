@@ -85,7 +85,8 @@ class Command(BaseCommand):
             sample = run_latest_sample(run_obj=run)
             if sample is not None:
                 d = sample.data
-                line += f" {100 * float(d.get('progress') or 0):5.1f}%  requests {d.get('requests')}  errors {d.get('errors')}"
+                pct = 100 * float(d.get("progress") or 0)
+                line += f" {pct:5.1f}%  requests {d.get('requests')}  errors {d.get('errors')}"
             if line != last:
                 self.stderr.write(line)
                 last = line
