@@ -195,6 +195,7 @@ class Engine:
             "session_copies": self.caches.copies,
             "live_trees": self.scheduler.live_trees,
             "affinity_keys": self.ledger.tracked_keys,
+            "affinity_opened_keys": self.emitter.tracked_keys,
             "pending_forks": len(self._fork_parents),
             "served_sessions": len(self._served),
         }

@@ -293,9 +293,10 @@ class ReplayScheduler:
         return self._trees_cut + (len(self._runs) if self.finished else 0)
 
     def issuing_window_s(self) -> float | None:
-        """Run time over which trees were started: up to the stop when issuing was stopped
-        at a known instant, else up to the last tree start (the workload ran out first)."""
-        if self.stopped_at_s is not None:
+        """Run time over which trees could start: up to the stop (None when the stop's
+        instant is unknown: the caller uses the run's length), else up to the last tree start
+        (the workload or the tree cap ran out first)."""
+        if self.stopped:
             return self.stopped_at_s
         return self.last_tree_start_s
 
