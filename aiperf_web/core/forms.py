@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from django import forms
 from pydantic import BaseModel
@@ -25,12 +25,15 @@ _SKIP = {"workload", "target", "kind"}
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool]:
-    origin = get_origin(annotation)
-    if origin in (Union, types.UnionType):
+    """(the base type, whether None is allowed), through Optional and Annotated."""
+    optional = False
+    if get_origin(annotation) in (Union, types.UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
         if len(args) == 1:
-            return args[0], True
-    return annotation, False
+            annotation, optional = args[0], True
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation, optional
 
 
 def _field(name: str, info: Any) -> forms.Field | None:
