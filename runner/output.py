@@ -129,7 +129,12 @@ class Summary(TypedDict, total=False):
     requests: int
     sessions: int
     trees: int
+    trees_started: int
     trees_completed: int
+    trees_cut: int  # started, then stopped by a stop condition before draining
+    trees_skipped: int  # nothing left to send after t*
+    achieved_tree_rate_per_s: float | None
+    arrival_wait_ms: ArrivalWait | None  # rate timing only
     sessions_multi_worker: int
     worker_switches: int
     orphaned_session_copies: int
@@ -173,6 +178,15 @@ class Drain(TypedDict):
     affinity_keys_bound_server: int | None  # what the target still held (simulated cluster)
     early_closes: int
     message: str
+
+
+class ArrivalWait(TypedDict):
+    """Rate timing: how long arrivals waited for a slot under the concurrency cap."""
+
+    p50: float | None
+    p99: float | None
+    waited: int  # arrivals that found every slot taken
+    never_started: int  # arrivals still waiting when the run stopped
 
 
 class Goodput(TypedDict):

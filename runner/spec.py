@@ -216,8 +216,8 @@ class RunSpec(BaseModel):
         default=None,
         ge=1,
         le=MAX_CONCURRENCY,
-        description="lanes (default 16), or the cap on active trees with timing rate or "
-        "schedule (default none)",
+        description="lanes (default 16), or with timing rate a cap on active trees (default "
+        "none); schedule replays every tree at its timestamp and takes no cap",
     )
     rate_per_s: PositiveSeconds | None = Field(
         default=None, description="tree arrivals per second (timing=rate)"
@@ -295,6 +295,13 @@ class RunSpec(BaseModel):
     def _consistent(self) -> RunSpec:
         if self.timing == "rate" and self.rate_per_s is None:
             raise ValueError("timing 'rate' needs rate_per_s (tree arrivals per second)")
+        if self.timing in ("rate", "schedule") and self.start_window != (0.0, 0.0):
+            raise ValueError(
+                f"timing {self.timing!r} starts every tree from its beginning: "
+                "start_window applies to lanes and closed timing only"
+            )
+        if self.timing == "schedule" and self.concurrency is not None:
+            raise ValueError("timing 'schedule' starts trees at their timestamps: no concurrency")
         if self.target.kind == "endpoint" and not (
             self.duration_s or self.max_requests or self.max_trees
         ):

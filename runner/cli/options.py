@@ -85,8 +85,7 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="lanes (default 16), or with --timing rate or schedule a cap on active trees "
-        "(default none)",
+        help="lanes (default 16), or with --timing rate a cap on active trees (default none)",
     )
     timing.add_argument(
         "--rate", type=float, default=None, metavar="R", help="tree arrivals per second (rate)"

@@ -141,7 +141,7 @@ class _LiveRun:
             if stop.is_set() and self.stopped_reason is None:
                 self.stopped_reason = "cancelled"
             if self.stopped_reason is not None and not scheduler.stopped:
-                scheduler.stop()
+                scheduler.stop(self.now())
                 for task in self.tasks:
                     task.cancel()
             if scheduler.finished and not self.sending:

@@ -127,7 +127,7 @@ def simulate(
             sink.snapshot(_snapshot(builder, cluster, now_s, wall_start, len(done)))
             next_snapshot_s = now_s + config.snapshot_interval_s
     if cancelled:
-        engine.scheduler.stop()
+        engine.scheduler.stop(now_s)
     elapsed_s = now_s
     summary = run_summary(engine, metrics, elapsed_s=elapsed_s)
     summary["affinity_keys_bound_server"] = cluster.bound_keys(now_s)

@@ -48,7 +48,7 @@ def test_a_spec_round_trips_through_json_exactly():
             "arrival": "gamma",
             "burstiness": 0.5,
             "duration_s": 60,
-            "start_window": [0.1, 0.9],
+            "joins": "strict",
             "policy": "legacy",
             "affinity": "dynamo-nvext",
             "scope": "lineage",
@@ -324,3 +324,11 @@ def test_the_published_json_schema_is_the_specs_own():
     assert published == json.loads(json.dumps(RunSpec.model_json_schema())), (
         "regenerate docs/run-spec.schema.json from RunSpec.model_json_schema()"
     )
+
+
+def test_start_windows_and_caps_only_go_with_the_timings_that_use_them():
+    with pytest.raises(SpecError, match="start_window applies to lanes"):
+        parse_spec({"timing": "rate", "rate_per_s": 1, "start_window": [0, 1]})
+    with pytest.raises(SpecError, match="no concurrency"):
+        parse_spec({"timing": "schedule", "concurrency": 4})
+    assert parse_spec({"timing": "closed", "start_window": [0, 1]}).timing == "closed"
