@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runner.credit import Credit
+from runner.dynamo import PARENT_SESSION_HEADER, SESSION_HEADER
 from runner.errors import SpecError
 
 __all__ = [
@@ -100,9 +101,9 @@ class AffinityEmitter:
         if kind is _NVEXT:
             return self._nvext(credit, client_worker)
         if kind is _HEADERS:
-            headers = [("X-Dynamo-Session-ID", credit.session_id)]
+            headers = [(SESSION_HEADER, credit.session_id)]
             if credit.parent_id is not None:
-                headers.append(("X-Dynamo-Parent-Session-ID", credit.parent_id))
+                headers.append((PARENT_SESSION_HEADER, credit.parent_id))
             return AffinityDecision(key=credit.session_id, headers=tuple(headers))
         value = _source(credit, config.header_source)
         if value is None:

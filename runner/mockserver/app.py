@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from runner.cluster import Cluster, ClusterRequest, Placement, Rejection
+from runner.dynamo import PARENT_SESSION_HEADER, SESSION_HEADER
 from runner.mockserver.config import MockServerConfig
 from runner.mockserver.faults import FaultDraw, FaultInjector
 from runner.mockserver.parse import ApiError, Call, parse_call
@@ -39,6 +40,10 @@ _JSON = (b"content-type", b"application/json")
 _SSE_HEADERS: Headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 _CHAT_PATH = "/v1/chat/completions"
 _COMPLETIONS_PATH = "/v1/completions"
+
+# ASGI gives header names lowercased, as bytes.
+_SESSION_HEADER = SESSION_HEADER.lower().encode("ascii")
+_PARENT_SESSION_HEADER = PARENT_SESSION_HEADER.lower().encode("ascii")
 
 
 class DeliberateDisconnect(Exception):
@@ -145,9 +150,9 @@ class MockApp:
         for name, value in scope["headers"]:
             if name == b"authorization":
                 auth = value
-            elif name == b"x-dynamo-session-id":
+            elif name == _SESSION_HEADER:
                 session = value.decode("latin-1")
-            elif name == b"x-dynamo-parent-session-id":
+            elif name == _PARENT_SESSION_HEADER:
                 parent = value.decode("latin-1")
         config = self.config
         try:
