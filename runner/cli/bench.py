@@ -112,6 +112,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     memory.add_argument("--json", action="store_true", help="print one JSON object")
     memory.set_defaults(handler=_run_memory)
 
+    loaders = kinds.add_parser("loaders", help="trace loaders: seconds against file size")
+    loaders.add_argument(
+        "--sizes", default="1,4,16", metavar="MIB,...", help="file sizes in MiB (default 1,4,16)"
+    )
+    loaders.add_argument("--shape", action="append", default=None, help="only this shape")
+    loaders.add_argument("--json", action="store_true", help="print one JSON object")
+    loaders.set_defaults(handler=_run_loaders)
+
     metrics = kinds.add_parser("metrics", help="metrics hot path: ns per histogram record")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
     metrics.set_defaults(handler=_run_metrics)
@@ -185,6 +193,21 @@ def _run_mock(args: argparse.Namespace) -> int:
         url=args.url,
     )
     return _print(figures, args.json, "mock server")
+
+
+def _run_loaders(args: argparse.Namespace) -> int:
+    from runner.bench.loaders import bench_loaders
+
+    sizes = [float(s) for s in args.sizes.split(",") if s]
+    result = bench_loaders(sizes, shapes=args.shape)
+    if args.json:
+        print_json(result)
+    else:
+        for shape, figures in result.items():
+            print(shape)
+            for row in figures["sizes"]:
+                print("  " + "  ".join(f"{k}={v}" for k, v in row.items()))
+    return 0
 
 
 def _run_metrics(args: argparse.Namespace) -> int:

@@ -26,18 +26,33 @@ AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 # The csv module refuses fields longer than this (its default); no valid field comes close.
 _FIELD_LIMIT = csv.field_size_limit()
+# The Azure form, date and time to the second (Python's fromisoformat alone would take
+# "1111...1" for 1111-11-11 11:11:11), then up to 9 decimals.
+_SECONDS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}")
 _FRACTION = re.compile(r"[0-9]{1,9}")
 _COUNT = re.compile(r"[0-9]{1,9}")  # a token count: plain decimal digits, at most 9 of them
 
 
-def _parse_time(value: str) -> float:
-    """Seconds since the epoch of '2023-11-16 18:15:46.6805900' (up to 9 decimals)."""
-    whole, dot, frac = value.strip().partition(".")
-    if dot and not _FRACTION.fullmatch(frac):
-        raise ValueError(value)  # `46.5e400` would read as infinity
-    # Only differences matter; reading as UTC keeps them free of DST jumps.
-    base = datetime.fromisoformat(whole).replace(tzinfo=UTC)
-    return base.timestamp() + (int(frac) / 10 ** len(frac) if frac else 0.0)
+class _TimeParser:
+    """Seconds since the epoch of '2023-11-16 18:15:46.6805900' (up to 9 decimals).
+
+    Rows arrive in time order, many within one second: the whole-second part is parsed once
+    per run of equal prefixes.
+    """
+
+    def __init__(self) -> None:
+        self._whole = ""
+        self._base = 0.0
+
+    def __call__(self, value: str) -> float:
+        whole, dot, frac = value.strip().partition(".")
+        if not _SECONDS.fullmatch(whole) or (dot and not _FRACTION.fullmatch(frac)):
+            raise ValueError(value)  # `46.5e400` would read as infinity
+        if whole != self._whole:
+            # Only differences matter; reading as UTC keeps them free of DST jumps.
+            self._base = datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp()
+            self._whole = whole
+        return self._base + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
 def _parse_count(value: str) -> int:
@@ -77,10 +92,11 @@ def _load_rows(reader: Any, *, source: str, text: str) -> Trace:
     lowered = [n.lower() for n in names]
     col = {c: lowered.index(c.lower()) for c in AZURE_COLUMNS}
     warnings = Warnings()
+    parse_time = _TimeParser()
     rows: list[tuple[int, float, int, int]] = []
     for record in reader:
         line = reader.line_num
-        if not record or not any(cell.strip() for cell in record):
+        if not record or not "".join(record).strip():
             continue
         if len(record) < len(names):
             raise TraceError(
@@ -92,7 +108,7 @@ def _load_rows(reader: Any, *, source: str, text: str) -> Trace:
             )
         field = "TIMESTAMP"
         try:
-            t = _parse_time(record[col["TIMESTAMP"]])
+            t = parse_time(record[col["TIMESTAMP"]])
             field = "ContextTokens"
             context = _parse_count(record[col["ContextTokens"]])
             field = "GeneratedTokens"

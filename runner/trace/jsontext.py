@@ -67,6 +67,11 @@ def _skeleton(text: str, *, newlines: bool = False) -> bytes:
     return skeleton
 
 
+# One decoder for every document: json.loads with hooks builds a new decoder and scanner per
+# call, which costs more than decoding a short line.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether the JSON text nests arrays and objects more than `limit` levels deep.
 
@@ -133,7 +138,7 @@ def parse_json(
         if deep_line is not None:
             raise _depth_error(source, deep_line)
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = _DECODER.decode(text)
     except _NotFinite as exc:
         if line is None:  # a whole document: the line of the first such literal
             at = text.find(exc.literal)
