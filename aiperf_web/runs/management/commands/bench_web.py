@@ -1,0 +1,290 @@
+"""`python manage.py bench_web`: figures for the web side, printed, never pass/fail.
+
+- records: per-request records stored through the sink's bulk path (COPY on PostgreSQL),
+  rows/s;
+- claim: queued → running latency of simulated runs through the broker and a worker (the
+  embedded worker thread, or a running `celery -A aiperf_web worker -Q runs` with REDIS_URL);
+- list: `GET /api/v1/runs` with 10,000 stored runs, p50/p95 ms;
+- service: requests/s of a run launched through the service (the task body) vs the CLI
+  (`python -m runner replay`) on the same spec against the same mock, alternated.
+
+Writes into the configured database under a team `bench-<random>`, deleted at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import DatabaseError, connection
+from django.test import Client
+from django.utils import timezone
+
+from aiperf_web.core.mock import MockServer, free_port
+from aiperf_web.endpoints.services import endpoint_create
+from aiperf_web.runs import services
+from aiperf_web.runs.models import Run, RunRecord, Status
+from aiperf_web.runs.sink import records_insert
+from aiperf_web.scenarios.services import scenario_create
+from aiperf_web.teams.models import Team
+from aiperf_web.teams.services import api_token_create, team_create
+
+
+def _record(i: int) -> dict[str, Any]:
+    # The shape and size of a real record (runner RequestRecordJson).
+    return {
+        "request_id": i,
+        "session_id": f"t{i % 97}:s{i % 13}",
+        "root_id": f"t{i % 97}:root",
+        "parent_id": None,
+        "depth": i % 3,
+        "branch_mode": "spawn",
+        "turn_index": i % 40,
+        "num_turns": 40,
+        "lane": i % 64,
+        "client_worker": i % 8,
+        "inference_worker": i % 8,
+        "start_s": i * 0.001,
+        "first_token_s": i * 0.001 + 0.02,
+        "end_s": i * 0.001 + 0.3,
+        "prompt_tokens": 40_000 + i % 1000,
+        "cached_tokens": 38_000,
+        "output_tokens": 200,
+        "itl_ms": 1.4,
+        "status": 200,
+        "error": None,
+        "warmup": False,
+        "due_s": i * 0.001,
+        "ttft_ms": 20.5,
+        "latency_ms": 300.1,
+        "output_tokens_per_s": 666.0,
+        "schedule_lag_ms": 0.4,
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Command(BaseCommand):
+    help = "Print web-side benchmark figures (records rows/s, claim latency, run list, service vs CLI)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--only", choices=["records", "claim", "list", "service"], action="append"
+        )
+        parser.add_argument("--records", type=int, default=200_000)
+        parser.add_argument("--runs", type=int, default=10_000)
+        parser.add_argument("--claims", type=int, default=20)
+        parser.add_argument("--service-duration", type=float, default=8.0)
+        parser.add_argument("--rounds", type=int, default=2)
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        only = set(opts["only"] or ["records", "claim", "list", "service"])
+        suffix = secrets.token_hex(3)
+        user = User.objects.create_user(f"bench-{suffix}", password=secrets.token_urlsafe(12))
+        team = team_create(name=f"bench-{suffix}", owner=user)
+        figures: dict[str, Any] = {"database": connection.vendor}
+        try:
+            if "records" in only:
+                figures["records"] = self._records(team, opts["records"])
+            if "list" in only:
+                figures["run_list"] = self._list(team, user, opts["runs"])
+            if "claim" in only:
+                figures["claim"] = self._claim(team, user, opts["claims"])
+            if "service" in only:
+                figures["service_vs_cli"] = self._service(
+                    team, user, opts["service_duration"], opts["rounds"]
+                )
+        finally:
+            try:
+                Run.objects.filter(team=team).delete()
+                Team.objects.filter(pk=team.pk).delete()
+                user.delete()
+            except DatabaseError as exc:
+                self.stderr.write(f"cleanup of team {team.name} failed: {exc}")
+        self.stdout.write(json.dumps(figures, indent=2))
+
+    def _run(self, team: Team, **fields: Any) -> Run:
+        return Run.objects.create(
+            team=team,
+            scenario_name="bench",
+            endpoint_name="none",
+            target_kind="simulated",
+            spec={},
+            **fields,
+        )
+
+    def _records(self, team: Team, n: int) -> dict[str, Any]:
+        run = self._run(team, status=Status.SUCCEEDED)
+        batch_size = 5000
+        batches = [
+            [_record(i) for i in range(s, min(n, s + batch_size))] for s in range(0, n, batch_size)
+        ]
+        started = time.perf_counter()
+        seq = 0
+        for batch in batches:
+            seq += records_insert(run_pk=run.pk, first_seq=seq, batch=batch)  # type: ignore[arg-type]
+        took = time.perf_counter() - started
+        stored = RunRecord.objects.filter(run=run).count()
+        RunRecord.objects.filter(run=run).delete()
+        return {"rows": stored, "seconds": round(took, 3), "rows_per_s": round(stored / took)}
+
+    def _list(self, team: Team, user: User, n: int) -> dict[str, Any]:
+        now = timezone.now()
+        summary = {"requests": 100, "errors": 0, "ttft_ms": {"p50": 10.0, "p90": 20.0, "p99": 30.0}}
+        Run.objects.bulk_create(
+            [
+                Run(
+                    team=team,
+                    scenario_name=f"s{i % 7}",
+                    endpoint_name="e",
+                    target_kind="simulated",
+                    spec={"concurrency": 16},
+                    status=Status.SUCCEEDED,
+                    summary=summary,
+                    tags=",bench,",
+                    created_at=now,
+                )
+                for i in range(n)
+            ],
+            batch_size=2000,
+        )
+        _, raw = api_token_create(user=user, name="bench")
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        times: list[float] = []
+        for i in range(60):
+            url = (
+                "/api/v1/runs?limit=50"
+                if i % 2 == 0
+                else "/api/v1/runs?limit=50&tag=bench&offset=500"
+            )
+            started = time.perf_counter()
+            response = client.get(url)
+            times.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200
+        times = times[5:]  # warm caches first
+        return {
+            "runs": n,
+            "p50_ms": round(_pct(times, 0.5), 1),
+            "p95_ms": round(_pct(times, 0.95), 1),
+        }
+
+    def _claim(self, team: Team, user: User, n: int) -> dict[str, Any]:
+        from django.conf import settings
+
+        worker = None
+        if settings.EMBEDDED:
+            from aiperf_web.core.worker import EmbeddedWorker
+
+            worker = EmbeddedWorker(concurrency=1)
+            worker.start()
+            time.sleep(1.0)
+        scenario = scenario_create(
+            actor=user, team=team, name="claim", spec={"max_requests": 5, "concurrency": 2}
+        )
+        latencies: list[float] = []
+        try:
+            for _ in range(n):
+                run = services.run_launch(
+                    actor=user, scenario_id=scenario.uuid, endpoint_id="simulated"
+                )
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    run.refresh_from_db()
+                    if run.status in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED):
+                        break
+                    time.sleep(0.02)
+                if run.started_at is None:
+                    return {"error": "no worker consumed the runs queue within 30 s"}
+                latencies.append((run.started_at - run.created_at).total_seconds() * 1000)
+        finally:
+            if worker is not None:
+                worker.stop()
+        return {
+            "runs": len(latencies),
+            "p50_ms": round(_pct(latencies, 0.5), 1),
+            "p95_ms": round(_pct(latencies, 0.95), 1),
+        }
+
+    def _service(self, team: Team, user: User, duration_s: float, rounds: int) -> dict[str, Any]:
+        mock = MockServer(port=free_port(), time_scale=0.0)
+        mock.start()
+        knobs = {
+            "concurrency": 64,
+            "speedup": 1000.0,
+            "duration_s": duration_s,
+            "client_workers": 8,
+        }
+        try:
+            endpoint = endpoint_create(
+                actor=user,
+                team=team,
+                name="bench-mock",
+                base_url=mock.url,
+                model="mock-model",
+                server_kind="dynamo",
+            )
+            scenario = scenario_create(actor=user, team=team, name="svc", spec=knobs)
+            cli: list[float] = []
+            svc: list[float] = []
+
+            def run_cli() -> None:
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "runner",
+                        "replay",
+                        "--endpoint",
+                        mock.url,
+                        "--model",
+                        "mock-model",
+                        "--synthetic",
+                        "--concurrency",
+                        "64",
+                        "--speedup",
+                        "1000",
+                        "--duration",
+                        str(duration_s),
+                        "--client-workers",
+                        "8",
+                        "--json",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                cli.append(float(json.loads(out.stdout)["requests_per_s"]))
+
+            def run_service() -> None:
+                # The task body, here; when a worker consumed the queue first, it ran it.
+                run = services.run_launch(
+                    actor=user, scenario_id=scenario.uuid, endpoint_id=endpoint.uuid
+                )
+                services.run_execute(run_uuid=str(run.uuid), worker="bench-inline")
+                while run.status not in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED):
+                    time.sleep(0.2)
+                    run.refresh_from_db()
+                svc.append(float((run.summary or {}).get("requests_per_s") or 0.0))
+
+            # Alternate the order so that drift on a shared machine hits both sides alike.
+            for i in range(rounds):
+                for step in (run_cli, run_service) if i % 2 == 0 else (run_service, run_cli):
+                    step()
+        finally:
+            mock.stop()
+        return {
+            "spec": knobs,
+            "cli_req_per_s": [round(x, 1) for x in cli],
+            "service_req_per_s": [round(x, 1) for x in svc],
+            "service_over_cli": round(statistics.median(svc) / statistics.median(cli), 3),
+        }
