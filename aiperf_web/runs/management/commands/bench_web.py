@@ -75,7 +75,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 class Command(BaseCommand):
-    help = "Print web-side benchmark figures (records rows/s, claim latency, run list, service vs CLI)."
+    help = "Print web-side figures: records rows/s, claim latency, run list, service vs CLI."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
