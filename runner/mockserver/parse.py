@@ -13,7 +13,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import NamedTuple
 
 from runner.mockserver.config import MAX_OUTPUT_TOKENS
-from runner.trace.tokens import message_words
+from runner.trace.tokens import message_problem, message_words
 
 __all__ = ["ApiError", "Call", "block_keys", "parse_call"]
 
@@ -80,6 +80,8 @@ def parse_call(
         obj = _decode(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "the request body nests JSON too deeply") from None
     if type(obj) is not dict:
         raise ApiError(400, "the request body must be a JSON object")
 
@@ -161,10 +163,14 @@ def _chat_prompt(messages: object, block_size: int) -> tuple[tuple[int, ...], in
         raise ApiError(400, "`messages` must be a non-empty list", param="messages")
     words: list[str] = []
     for i, message in enumerate(messages):
-        if type(message) is not dict or type(message.get("role")) is not str:
-            raise ApiError(
-                400, f"messages[{i}] must be an object with a string `role`", param="messages"
-            )
+        # Refused as vLLM refuses them: a body a real server would not serve gets no 200 here.
+        problem = (
+            message_problem(message)
+            if type(message) is dict
+            else " must be an object with a string `role`"
+        )
+        if problem is not None:
+            raise ApiError(400, f"messages[{i}]{problem}", param="messages")
         words += message_words(message)
     return block_keys(words, block_size), len(words)
 

@@ -29,7 +29,7 @@ from runner.trace.limits import MAX_DAG_TOTAL_TOKENS, MAX_SECONDS, MAX_TOKENS, s
 from runner.trace.model import Branch, BranchMode, Session, Trace, TraceFormat, Tree, Turn
 from runner.trace.prompts import synthesize_reply
 from runner.trace.timing import with_nominal_times
-from runner.trace.tokens import message_words
+from runner.trace.tokens import message_problem, message_words
 
 __all__ = ["DAG_BLOCK_SIZE", "DAG_DEFAULT_OUTPUT_TOKENS", "load_dag_jsonl"]
 
@@ -79,10 +79,12 @@ class DagTurn(BaseModel):
 
     @field_validator("messages")
     @classmethod
-    def _messages_have_roles(cls, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _messages_are_chat_messages(cls, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # What the mock (and vLLM) would refuse is refused here, not mid-replay.
         for i, message in enumerate(messages):
-            if not isinstance(message.get("role"), str):
-                raise ValueError(f"message {i} needs a string 'role'")
+            problem = message_problem(message)
+            if problem is not None:
+                raise ValueError(f"message {i}{problem}")
         return messages
 
     @field_validator("forks", mode="before")

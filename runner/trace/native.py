@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runner.errors import TraceError
 from runner.trace.build import (
@@ -26,6 +26,7 @@ from runner.trace.jsontext import iter_json_lines
 from runner.trace.limits import MAX_BLOCK_SIZE, MAX_SECONDS, MAX_TOKENS, shown
 from runner.trace.model import Branch, BranchMode, Trace, TraceFormat, Tree, Turn
 from runner.trace.timing import with_nominal_times
+from runner.trace.tokens import message_problem
 
 __all__ = ["NativeTree", "dump_native", "load_native", "native_json_schema"]
 
@@ -90,6 +91,16 @@ class NativeTurn(BaseModel):
         default=None, description="extra request-body keys, merged at the top level"
     )
     model: str | None = None
+
+    @field_validator("messages")
+    @classmethod
+    def _chat_messages(cls, messages: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        # What the mock (and vLLM) would refuse is refused here, not mid-replay.
+        for i, message in enumerate(messages or ()):
+            problem = message_problem(message)
+            if problem is not None:
+                raise ValueError(f"message {i}{problem}")
+        return messages
 
 
 class NativeSession(BaseModel):

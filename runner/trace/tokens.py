@@ -5,7 +5,9 @@ token count of a chat request is the sum of the word counts of its messages' tex
 roles, names, tool schemas and non-text parts count nothing. Synthetic prompts are built so
 that this count is exact, and the mock server reports `usage.prompt_tokens` with these same
 functions, so trace token counts, prompts and server usage agree without a real tokenizer.
-This module only counts; it never builds text.
+The same parties share what a well-formed chat message is (`message_problem`): what a trace may
+carry is exactly what the mock, like vLLM, accepts. This module only counts and checks; it
+never builds text.
 """
 
 from __future__ import annotations
@@ -13,7 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["count_message_tokens", "count_tokens", "message_words"]
+__all__ = [
+    "CHAT_ROLES",
+    "count_message_tokens",
+    "count_tokens",
+    "message_problem",
+    "message_words",
+]
+
+# The chat roles an OpenAI-compatible server (vLLM, SGLang, Dynamo) accepts; any other is a 400.
+CHAT_ROLES = frozenset(("system", "developer", "user", "assistant", "tool", "function"))
+_ROLE_NAMES = ", ".join(sorted(CHAT_ROLES))
 
 
 def count_tokens(text: str) -> int:
@@ -44,3 +56,34 @@ def message_words(message: Mapping[str, Any]) -> list[str]:
 def count_message_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
     """Prompt tokens of a chat request: the words of every message's text content."""
     return sum(len(message_words(message)) for message in messages)
+
+
+def message_problem(message: Mapping[str, Any]) -> str | None:
+    """Why a server would refuse this chat message, None if it would not (vLLM's rules, as far
+    as they decide a 400): a known role, text content (a string, or a list of typed parts; only
+    an assistant turn may omit it), a string name. Phrased to follow the message's JSON path,
+    e.g. ".role must be one of ...". Values are quoted and shortened."""
+    role = message.get("role")
+    if type(role) is not str:
+        return " must be an object with a string `role`"
+    if role not in CHAT_ROLES:
+        shown = repr(role) if len(role) <= 40 else repr(role[:37]) + "..."
+        return f".role must be one of {_ROLE_NAMES}, got {shown}"
+    content = message.get("content")
+    if type(content) is str:
+        pass  # the common case first
+    elif content is None:
+        if role != "assistant":
+            return f".content is required for role {role!r}"
+    elif type(content) is list:
+        for j, part in enumerate(content):
+            if type(part) is not dict or type(part.get("type")) is not str:
+                return f".content[{j}] must be an object with a string `type`"
+            if part["type"] == "text" and type(part.get("text")) is not str:
+                return f".content[{j}].text must be a string"
+    else:
+        return f".content must be a string or a list of content parts, got {type(content).__name__}"
+    name = message.get("name")
+    if name is not None and type(name) is not str:
+        return ".name must be a string"
+    return None
