@@ -3,6 +3,8 @@ ready endpoint): `python -m runner mock-server` on loopback."""
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +26,18 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def die_with_parent() -> None:
+    """In a child, before exec: ask Linux to SIGTERM it when its parent dies, so a killed
+    `serve` never leaves its mock or worker behind (one process tree). No-op elsewhere."""
+    if sys.platform != "linux":
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 class MockServer:
@@ -53,6 +67,7 @@ class MockServer:
                 str(self.time_scale),
             ],
             stdout=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

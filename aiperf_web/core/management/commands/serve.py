@@ -8,6 +8,7 @@ set), then serves HTTP and WebSocket with uvicorn until interrupted.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -17,7 +18,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from aiperf_web.core.mock import MockServer
+from aiperf_web.core.mock import MockServer, die_with_parent
 from aiperf_web.core.services import DEMO_USER, demo_bootstrap, mock_url_default
 from aiperf_web.core.worker import EmbeddedWorker
 
@@ -82,7 +83,8 @@ class Command(BaseCommand):
                             "1",
                             "--loglevel",
                             "INFO",
-                        ]
+                        ],
+                        preexec_fn=die_with_parent,
                     )
             db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
             broker = "Redis" if settings.REDIS_URL else "in-process"
@@ -98,6 +100,9 @@ class Command(BaseCommand):
                 f"(database {db}, worker {broker}, built-in mock {mock_url})\n"
                 f"  log in as {DEMO_USER}, password {password_hint}"
             )
+            # uvicorn re-raises SIGTERM after its graceful shutdown; as SystemExit it lets the
+            # `finally` below stop the worker and the mock instead of orphaning them.
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
             uvicorn.run(
                 "aiperf_web.asgi:application",
                 host=opts["host"],
