@@ -25,18 +25,19 @@ DEMO_SCENARIO = "demo"
 MOCK_ENDPOINT = "built-in mock"
 MOCK_MODEL = "mock-model"
 
-# The demo: the real Claude Code session with three Explore subagents (SPAWN children), 32
-# lanes each starting at a random instant of the tree (t*), 20× faster than recorded, for a
-# minute. With spawn-pin routing no session bounces between client workers
+# The demo: the real Claude Code session with three Explore subagents (SPAWN children), 64
+# lanes each starting at a random instant of the tree (t*), 100× faster than recorded, for a
+# minute (about 180 requests; simulated, legacy routing bounces 3 subagent sessions between
+# client workers where spawn-pin bounces none). With spawn-pin routing no session bounces between client workers
 # (sessions_multi_worker = 0), and lineage affinity binds each tree to one inference worker
 # without an early close; re-run with {"policy": "legacy"} to see the subagents bounce (seed
 # 004), or {"scope": "conversation"} to see the children's first requests miss the cache
 # (seed 000).
 DEMO_SPEC: dict[str, Any] = {
     "timing": "lanes",
-    "concurrency": 32,
+    "concurrency": 64,
     "duration_s": 60,
-    "speedup": 20,
+    "speedup": 100,
     "start_window": [0.0, 1.0],
     "joins": "recorded",
     "client_workers": 8,
@@ -47,8 +48,8 @@ DEMO_SPEC: dict[str, Any] = {
     "seed": 0,
 }
 DEMO_DESCRIPTION = (
-    "A real Claude Code session with 3 Explore subagents (SPAWN), replayed by 32 lanes from "
-    "random instants at 20x speed for a minute, spawn-pin routing and lineage affinity. "
+    "A real Claude Code session with 3 Explore subagents (SPAWN), replayed by 64 lanes from "
+    "random instants at 100x speed for a minute, spawn-pin routing and lineage affinity. "
     'Re-run with overrides {"policy": "legacy"} to see subagents bounce between client '
     'workers, or {"scope": "conversation"} to see their first requests miss the prefix cache.'
 )
