@@ -14,7 +14,12 @@ import random
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, TypedDict
 
-from runner.cluster.affinity import BindingStore, SessionControlError, parse_session_control
+from runner.cluster.affinity import (
+    BindingStore,
+    SessionControl,
+    SessionControlError,
+    parse_session_control,
+)
 from runner.cluster.config import ClusterConfig
 from runner.cluster.engine import Engine, LiveRequest
 from runner.cluster.prefix_tree import PrefixTree
@@ -181,10 +186,24 @@ class Cluster:
         return self._config
 
     def submit(self, request: ClusterRequest, now_s: float) -> Placement | Rejection:
-        """Route and time one request (or refuse it, as Dynamo's frontend would)."""
+        """Route and time one request (or refuse it, as Dynamo's frontend would).
+
+        In order: the request's own checks (token counts, session_control), then where it
+        goes (a live binding, else the router), the engine's timing, and last the affinity
+        books (on_routed).
+        """
         now_s = self._tick(now_s)
         config = self._config
-
+        limit = config.max_request_tokens
+        if not (
+            0 <= request.prompt_tokens <= limit
+            and 0 <= request.output_tokens <= limit - request.prompt_tokens
+        ):
+            return self._reject(
+                400,
+                f"the request holds {request.prompt_tokens} prompt and {request.output_tokens} "
+                f"output tokens; this model takes at most {limit} in all",
+            )
         control = None
         if request.session_control is not None:
             try:
@@ -196,15 +215,7 @@ class Cluster:
         session_id = request.session_header or (control.session_id if control else None)
         if not self._honour_control:
             control = None
-
-        header_key = None
-        if config.header_affinity_ttl_s is not None and request.session_header is not None:
-            parent = request.parent_session_header
-            header_key = (
-                _GROUP_KEY_PREFIX + parent
-                if parent is not None and config.header_parent_grouping
-                else request.session_header
-            )
+        header_key = self._header_key(request)
 
         # Before selection: a live binding decides the engine, bypassing the router (§1.2).
         bound = self._sessions.peek(control.session_id, now_s) if control is not None else None
@@ -234,38 +245,13 @@ class Cluster:
             self._sessions_seen[engine.worker_id].add(session_id)
             self._all_sessions_seen.add(session_id)
 
-        # After selection (on_routed, §1.2 and §1.3).
         outcome: AffinityOutcome = "none"
         if control is not None:
-            action = control.action
-            if action is None:
-                if bound is not None:
-                    self._sessions.slide(control.session_id, now_s)
-                    outcome = "followed"
-            elif action == "close":
-                if self._sessions.unbind(control.session_id) is not None:
-                    outcome = "closed"
-                else:
-                    self._close_misses += 1
-            else:
-                timeout_s = control.timeout_s
-                self._sessions.bind(
-                    control.session_id, index, expires_s=now_s + timeout_s, ttl_s=timeout_s
-                )
-                outcome = "bound" if action == "bind" else "opened"
+            outcome = self._on_routed_control(control, index, bound, now_s)
         if header_key is not None:
-            ttl_s = config.header_affinity_ttl_s
-            assert ttl_s is not None
-            # A request in flight holds the binding; the idle TTL runs from its end (§1.3).
-            expires_s = end_s + ttl_s
-            if header_bound is not None:
-                self._headers.hold_until(header_key, expires_s)
-                if outcome == "none":
-                    outcome = "header-followed"
-            else:
-                self._headers.bind(header_key, index, expires_s=expires_s, ttl_s=ttl_s)
-                if outcome == "none":
-                    outcome = "header-bound"
+            header_outcome = self._on_routed_header(header_key, index, header_bound, end_s)
+            if outcome == "none":
+                outcome = header_outcome
 
         return Placement(
             engine.worker_id,
@@ -277,6 +263,50 @@ class Cluster:
             end_s,
             outcome,
         )
+
+    def _header_key(self, request: ClusterRequest) -> str | None:
+        """The X-Dynamo-Session-ID binding key: the session's own id, or its parent's group
+        key when grouping is on (v1.6); None when header affinity is off or absent."""
+        config = self._config
+        if config.header_affinity_ttl_s is None or request.session_header is None:
+            return None
+        parent = request.parent_session_header
+        if parent is not None and config.header_parent_grouping:
+            return _GROUP_KEY_PREFIX + parent
+        return request.session_header
+
+    def _on_routed_control(
+        self, control: SessionControl, index: int, bound: int | None, now_s: float
+    ) -> AffinityOutcome:
+        """session_control after selection (§1.2, §1.3): follow, close, or (re)bind."""
+        action = control.action
+        if action is None:
+            if bound is None:
+                return "none"
+            self._sessions.slide(control.session_id, now_s)
+            return "followed"
+        if action == "close":
+            if self._sessions.unbind(control.session_id) is not None:
+                return "closed"
+            self._close_misses += 1
+            return "none"
+        timeout_s = control.timeout_s
+        self._sessions.bind(control.session_id, index, expires_s=now_s + timeout_s, ttl_s=timeout_s)
+        return "bound" if action == "bind" else "opened"
+
+    def _on_routed_header(
+        self, key: str, index: int, bound: int | None, end_s: float
+    ) -> AffinityOutcome:
+        """X-Dynamo-Session-ID after selection: a request in flight holds the binding, and the
+        idle TTL runs from its end (§1.3)."""
+        ttl_s = self._config.header_affinity_ttl_s
+        assert ttl_s is not None
+        expires_s = end_s + ttl_s
+        if bound is not None:
+            self._headers.hold_until(key, expires_s)
+            return "header-followed"
+        self._headers.bind(key, index, expires_s=expires_s, ttl_s=ttl_s)
+        return "header-bound"
 
     def cancel(self, request_id: str, now_s: float) -> bool:
         """The client went away: free the request's slot. False if it is unknown or ended."""

@@ -7,7 +7,8 @@ duration and nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 from typing import Literal, get_args
 
 from runner.errors import SpecError
@@ -19,6 +20,11 @@ DynamoVersion = Literal["1.2", "1.3"]
 
 _ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
 _DYNAMO_VERSIONS: tuple[str, ...] = get_args(DynamoVersion)
+
+# Upper bounds that keep a configuration buildable (one engine object per worker rank, one
+# list slot per batch slot) and every modelled duration finite.
+_MAX_ENGINES = 4096
+_MAX_INT_KNOB = 1 << 40
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,13 +71,34 @@ class ClusterConfig:
     # parent's group key, so siblings share a worker while the parent keeps its own.
     header_parent_grouping: bool = True
     seed: int = 0  # the random router's seed
+    # Prompt plus output tokens one request may hold; the frontend answers HTTP 400 beyond it,
+    # as a server does past its context length. The default only keeps the timing model finite
+    # (a 10^309-token request would overflow it); lower it to model a real context window.
+    max_request_tokens: int = 1 << 31
 
     def __post_init__(self) -> None:
-        for name in ("workers", "dp_ranks", "block_size_tokens", "capacity_blocks"):
-            if getattr(self, name) < 1:
-                raise SpecError(f"cluster {name} must be at least 1, got {getattr(self, name)}")
-        if self.max_num_seqs < 1:
-            raise SpecError(f"cluster max_num_seqs must be at least 1, got {self.max_num_seqs}")
+        for name in (
+            "workers",
+            "dp_ranks",
+            "block_size_tokens",
+            "capacity_blocks",
+            "max_num_seqs",
+            "max_request_tokens",
+        ):
+            value = getattr(self, name)
+            if value < 1:
+                raise SpecError(f"cluster {name} must be at least 1, got {value}")
+            if value > _MAX_INT_KNOB:
+                raise SpecError(f"cluster {name} must be at most {_MAX_INT_KNOB}, got {value}")
+        if self.workers * self.dp_ranks > _MAX_ENGINES:
+            raise SpecError(
+                f"cluster workers x dp_ranks must be at most {_MAX_ENGINES}, "
+                f"got {self.workers * self.dp_ranks}"
+            )
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SpecError(f"cluster {f.name} must be a finite number, got {value}")
         if self.router not in _ROUTER_MODES:
             raise SpecError(
                 f"unknown cluster router {self.router!r}; choose one of {', '.join(_ROUTER_MODES)}"
