@@ -39,6 +39,10 @@ class SpecError(BadInput):
         self.fields = dict(fields or {})
 
 
+# Every character str.splitlines breaks at, shown escaped instead.
+_LINE_BREAKS = {c: repr(chr(c))[1:-1] for c in (10, 11, 12, 13, 28, 29, 30, 0x85, 0x2028, 0x2029)}
+
+
 class TraceError(BadInput):
     """A malformed trace file, located by file and line (or JSON path)."""
 
@@ -64,7 +68,8 @@ class TraceError(BadInput):
         message = f"{where}: {problem}"
         if fix:
             message += f" ({fix})"
-        super().__init__(message)
+        # One line, always: a file name or a value from the file may hold a line break.
+        super().__init__(message.translate(_LINE_BREAKS))
 
 
 class ErrorCategory(enum.StrEnum):

@@ -414,3 +414,10 @@ def test_simulate_refuses_hostile_traces_with_exit_2(text: str) -> None:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             code = main(["simulate", "--trace", str(path), "--duration", "5", "--json"])
     assert code == 2 and err.getvalue().count("\n") == 1
+
+
+def test_a_file_name_holding_a_line_break_still_gives_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "two\nlines.jsonl"
+    path.write_text('{"tree_id": 5}\n')
+    code, _, err = inspect(path)
+    assert code == 2 and err.count("\n") == 1 and "two\\nlines.jsonl" in err
