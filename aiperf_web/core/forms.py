@@ -36,14 +36,16 @@ def _unwrap(annotation: Any) -> tuple[Any, bool]:
     return annotation, optional
 
 
-def _field(name: str, info: Any) -> forms.Field | None:
+def _field(name: str, info: Any, *, blank: bool = False) -> forms.Field | None:
     base, optional = _unwrap(info.annotation)
     help_text = info.description or ""
     label = name.replace("_", " ")
     origin = get_origin(base)
     if origin is Literal:
         choices = [(v, v) for v in get_args(base)]
-        if optional:
+        if blank:
+            choices = [("", "— keep —"), *choices]
+        elif optional:
             choices = [("", "—"), *choices]
         return forms.ChoiceField(choices=choices, required=False, help_text=help_text, label=label)
     if base is bool:
@@ -61,13 +63,17 @@ def _field(name: str, info: Any) -> forms.Field | None:
     return None
 
 
-def spec_fields(group: str, *, only: tuple[str, ...] | None = None) -> dict[str, forms.Field]:
+def spec_fields(
+    group: str, *, only: tuple[str, ...] | None = None, blank: bool = False
+) -> dict[str, forms.Field]:
+    """Form fields for a group's knobs. `blank`: every choice may be left empty (overrides,
+    where empty keeps the scenario's value)."""
     model, _ = GROUPS[group]
     out: dict[str, forms.Field] = {}
     for name, info in model.model_fields.items():
         if name in _SKIP or (only is not None and name not in only):
             continue
-        field = _field(name, info)
+        field = _field(name, info, blank=blank)
         if field is not None:
             out[f"{group}{SEP}{name}" if group else name] = field
     return out

@@ -27,6 +27,15 @@ class RunFilterForm(forms.Form):
     scenario = forms.ChoiceField(required=False)
     endpoint = forms.ChoiceField(required=False)
     tag = forms.CharField(required=False, max_length=40)
+    policy = forms.ChoiceField(
+        required=False,
+        choices=[("", "any policy"), ("spawn-pin", "spawn-pin"), ("legacy", "legacy"),
+                 ("least-loaded", "least-loaded")],
+    )  # fmt: skip
+    scope = forms.ChoiceField(
+        required=False,
+        choices=[("", "any scope"), ("conversation", "conversation"), ("lineage", "lineage")],
+    )
     q = forms.CharField(required=False, max_length=100, label="Search")
     created_from = forms.DateField(
         required=False, widget=forms.DateInput(attrs={"type": "date"}), label="From"
@@ -73,10 +82,12 @@ class LaunchForm(forms.Form):
         cast(forms.ChoiceField, self.fields["scenario"]).choices = [
             (str(s.uuid), f"{s.name} ({s.team.name})") for s in scenarios
         ]
+        # The built-in mock first: the ready endpoint of a fresh install.
+        ordered = sorted(endpoints, key=lambda e: (not e.is_builtin, e.team.name, e.name))
         cast(forms.ChoiceField, self.fields["target"]).choices = [
-            (str(e.uuid), f"{e.name} — {e.base_url} ({e.team.name})") for e in endpoints
+            (str(e.uuid), f"{e.name} — {e.base_url} ({e.team.name})") for e in ordered
         ] + [("simulated", "simulated cluster (virtual time)")]
-        self.knob_fields = spec_fields("", only=LAUNCH_KNOBS)
+        self.knob_fields = spec_fields("", only=LAUNCH_KNOBS, blank=True)
         self.fields.update(self.knob_fields)
 
     def knob_group(self) -> list[forms.BoundField]:

@@ -334,3 +334,33 @@ def test_the_web_service_imports_the_engine_only_through_its_face() -> None:
 @pytest.mark.parametrize("path", ["/health/", "/api/v1/openapi.json"])
 def test_public_routes_answer_without_login(client: object, path: str) -> None:
     assert client.get(path).status_code == 200  # type: ignore[attr-defined]
+
+
+def test_launch_form_choices_left_blank_keep_the_scenarios_values(world: World) -> None:
+    Scenario.objects.filter(pk=world.scenario.pk).update(
+        spec={
+            **world.scenario.spec,
+            "policy": "legacy",
+            "affinity": "dynamo-nvext",
+            "scope": "lineage",
+        }
+    )
+    form = world.client("owner").get("/runs/new/").context["form"]
+    assert form.fields["policy"].choices[0][0] == ""
+    response = world.client("owner").post(
+        "/runs/new/",
+        {
+            "scenario": str(world.scenario.uuid),
+            "target": "simulated",
+            "policy": "",
+            "affinity": "",
+            "scope": "",
+        },
+    )
+    assert response.status_code == 302
+    run = Run.objects.exclude(pk=world.run.pk).get()
+    assert (run.spec["policy"], run.spec["affinity"], run.spec["scope"]) == (
+        "legacy",
+        "dynamo-nvext",
+        "lineage",
+    )
