@@ -351,6 +351,7 @@ def _tree_sessions(
             mode=link[1] if link else None,
             depth=depth[sid],
             subagent_type=draft.subagent_type,
+            declaring_turn=link[2] if link else None,
         )
     return sessions
 

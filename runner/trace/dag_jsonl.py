@@ -311,11 +311,11 @@ class _TokenCounter:
     def with_token_counts(self, tree: Tree) -> Tree:
         interner = self.interner
         fork_points: dict[tuple[str, int], _Chain] = {}
-        declared_on: dict[str, int] = {}
         sessions: dict[str, Session] = {}
         for sid, session in tree.sessions.items():  # breadth-first: parents before children
-            if session.mode is BranchMode.FORK and session.parent_id is not None:
-                chain = fork_points[(session.parent_id, declared_on[sid])].copy()
+            if session.mode is BranchMode.FORK and session.declaring_turn is not None:
+                assert session.parent_id is not None
+                chain = fork_points[(session.parent_id, session.declaring_turn)].copy()
             else:
                 chain = _Chain()
             turns = []
@@ -328,9 +328,6 @@ class _TokenCounter:
                 self.total_tokens += chain.tokens
                 turns.append(_counted(turn, chain.tokens, tuple(chain.ids)))
                 chain.owed = (sid, turn.index, turn.output_tokens)
-                for branch in turn.branches:
-                    for child in branch.children:
-                        declared_on[child] = turn.index
                 if turn.has_forks:
                     # Every FORK child carries this reply: build it once, here.
                     self._check(sid, turn.index, chain.tokens + chain.owed_tokens)
@@ -343,6 +340,7 @@ class _TokenCounter:
                 mode=session.mode,
                 depth=session.depth,
                 subagent_type=session.subagent_type,
+                declaring_turn=session.declaring_turn,
             )
         return Tree(
             id=tree.id,

@@ -113,6 +113,9 @@ class Session:
     mode: BranchMode | None = None  # None for the root
     depth: int = 0
     subagent_type: str | None = None
+    # The parent's turn whose branch names this session (None for the root): found in O(1)
+    # where a history is rebuilt per request, even under a branch of thousands of children.
+    declaring_turn: int | None = None
 
     @property
     def is_root(self) -> bool:

@@ -195,7 +195,11 @@ def _history(tree: Tree, session_id: str, upto: int) -> list[tuple[str, Turn]]:
         if session.mode is not BranchMode.FORK or session.parent_id is None:
             return chain
         parent = tree.sessions[session.parent_id]
-        declaring = next(t.index for t in parent.turns for b in t.branches if current in b.children)
+        declaring = session.declaring_turn
+        if declaring is None:  # a tree built by hand, not by a loader: look it up
+            declaring = next(
+                t.index for t in parent.turns for b in t.branches if current in b.children
+            )
         current, stop = parent.id, declaring + 1
 
 

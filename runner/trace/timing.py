@@ -125,6 +125,7 @@ def with_nominal_times(tree: Tree, *, duration_s: Callable[[Turn], float] = _nom
             mode=s.mode,
             depth=s.depth,
             subagent_type=s.subagent_type,
+            declaring_turn=s.declaring_turn,
         )
         for sid, s in tree.sessions.items()
     }

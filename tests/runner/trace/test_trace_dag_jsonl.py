@@ -277,3 +277,50 @@ def test_truncated_last_line_is_reported_as_such(tmp_path: Path) -> None:
     with pytest.raises(TraceError) as info:
         load_trace(path)
     assert_located(info.value, file=path, line=2, problem="truncated")
+
+
+def test_pre_session_spawns_start_when_turn_0_is_issued_without_a_warning(tmp_path: Path) -> None:
+    trace = load(
+        tmp_path,
+        [
+            {"session_id": "p", "pre_session_spawns": ["h"], "turns": [turn("a"), turn("b")]},
+            {"session_id": "h", "turns": [turn("c", delay=50)]},
+        ],
+    )
+    (tree,) = trace.trees
+    (branch,) = tree.sessions["p"].turns[0].branches
+    assert (branch.mode, branch.children, branch.join_turn, branch.on_issue) == (
+        BranchMode.SPAWN,
+        ("h",),
+        None,
+        True,
+    )
+    assert "warnings" not in trace.meta
+    # Nominally the helper starts its 0.05 s delay after turn 0 starts, not after it ends.
+    assert tree.sessions["h"].turns[0].t_s == pytest.approx(tree.sessions["p"].turns[0].t_s + 0.05)
+    assert tree.sessions["h"].turns[0].t_s < tree.sessions["p"].turns[0].duration_s
+
+
+def test_a_fork_child_among_thousands_renders_its_parents_history(tmp_path: Path) -> None:
+    children = [f"f{i}" for i in range(3000)]
+    rows = [{"session_id": "p", "turns": [turn("a", forks=children)]}] + [
+        {"session_id": c, "turns": [turn(c)]} for c in children
+    ]
+    (tree,) = load(tmp_path, rows).trees
+    last = tree.sessions["f2999"]
+
+    assert last.declaring_turn == 0
+    messages = render_messages(tree, "f2999", 0)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert count_message_tokens(messages) == last.turns[0].input_tokens
+
+
+def test_a_reply_too_long_for_any_context_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "t.dag.jsonl",
+        [{"session_id": "p", "turns": [turn("a", max_tokens=10_000_000), turn("b")]}],
+    )
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert_located(info.value, file=path, line=1, problem="over the 10,000,000 limit")
+    assert info.value.path == "turns[1]"
