@@ -108,18 +108,19 @@ def _mooncake(size: int) -> str:
 
 
 def _mooncake_shared_prefix(size: int) -> str:
-    # Half the rows share one prefix, the other half continue them: the old candidate scan
-    # and list.remove made this quadratic.
-    n = max(1, size // 180)
+    # Half the rows are sessions with one shared two-block key, the other half continue them:
+    # the old candidate scan over every session with that key, and list.remove, were
+    # quadratic in these.
+    n = max(1, size // 150)
     rows = [
-        {"timestamp": i, "input_length": 1600, "output_length": 10, "hash_ids": [1, 2, 3, 4 + i]}
+        {"timestamp": i, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}
         for i in range(n)
     ] + [
         {
             "timestamp": n + i,
-            "input_length": 2600,
+            "input_length": 1600,
             "output_length": 10,
-            "hash_ids": [1, 2, 3, 4 + i, 10**7 + i],
+            "hash_ids": [1, 2, 3 + i, 10**7 + i],
         }
         for i in range(n)
     ]
