@@ -29,7 +29,10 @@ from runner.trace import DEFAULT_MAX_BYTES
 from runner.trace.limits import MAX_JSON_DEPTH, MAX_SECONDS, MAX_TOKENS
 
 ROOT = Path(__file__).resolve().parents[3]
-FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# No example database: the tests leave nothing behind in the working tree.
+FAST = settings(
+    max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # One valid record per format, as (file text builder, the numeric fields a value may replace).
 NATIVE_TURN = {"input_tokens": 100, "output_tokens": 10, "t_s": 1.0, "duration_s": 2.0}
@@ -154,7 +157,7 @@ def test_a_deep_file_gives_one_line_through_the_real_command_too() -> None:
 # ---------------------------------------------------------------------------- deep trees
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8, deadline=None, database=None)
 @given(length=st.integers(min_value=1, max_value=6000), fmt=st.sampled_from(["dag", "native"]))
 @example(length=6000, fmt="dag")  # deeper than hypothesis raises the recursion limit
 @example(length=6000, fmt="native")
@@ -196,7 +199,7 @@ def test_a_chain_of_sessions_each_spawning_the_next_loads_at_any_depth(
     assert (stats["sessions"], stats["max_depth"]) == (length, length - 1)
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=5, deadline=None, database=None)
 @given(children=st.integers(min_value=1, max_value=20_000))
 def test_a_root_with_a_huge_fan_out_loads(children: int) -> None:
     ids = [f"c{i}" for i in range(children)]
@@ -246,7 +249,7 @@ NUMERIC_PLACES = {
 }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, database=None)
 @given(place=st.sampled_from(sorted(NUMERIC_PLACES)), value=NUMBERS)
 def test_any_number_in_any_numeric_field_loads_within_limits_or_is_refused(
     place: str, value: str
@@ -305,7 +308,7 @@ def test_any_string_value_gives_one_short_line_or_loads(place: str, body: str, r
     check(STRING_PLACES[place](body * repeat))
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=6, deadline=None, database=None)
 @given(length=st.integers(min_value=131_000, max_value=400_000), column=st.integers(0, 2))
 def test_an_overlong_csv_field_is_refused_with_the_limit(length: int, column: int) -> None:
     cells = ["2023-11-16 18:15:46.5", "100", "10"]
@@ -334,7 +337,7 @@ KEYS = {
 BASES = {"native": native(), "dag": dag(), "claude": claude(), "mooncake": mooncake()}
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, database=None)
 @given(fmt=st.sampled_from(sorted(KEYS)), data=st.data())
 def test_records_with_any_values_under_known_keys_load_or_give_one_line(
     fmt: str, data: st.DataObject
