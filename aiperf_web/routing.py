@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-websocket_urlpatterns: list[Any] = []
+from aiperf_web.live.routing import websocket_urlpatterns as live_patterns
+
+websocket_urlpatterns: list[Any] = [*live_patterns]

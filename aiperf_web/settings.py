@@ -14,8 +14,10 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
+import plotly
 from django.core.exceptions import ImproperlyConfigured
 
 
@@ -100,6 +102,8 @@ INSTALLED_APPS = [
     "aiperf_web.scenarios",
     "aiperf_web.runs",
     "aiperf_web.api",
+    "aiperf_web.live",
+    "aiperf_web.reports",
 ]
 
 MIDDLEWARE = [
@@ -167,7 +171,12 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS: list[Any] = [
+    BASE_DIR / "static",
+    # plotly.js from the installed `plotly` package, as /static/plotly/plotly.min.js: pages
+    # never load it from a CDN and work offline.
+    ("plotly", Path(plotly.__file__).resolve().parent / "package_data"),
+]
 STATIC_ROOT = Path(env_str("AIPERF_STATIC_ROOT", str(DATA_DIR / "static")))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {

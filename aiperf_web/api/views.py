@@ -23,6 +23,7 @@ from aiperf_web.core.errors import Forbidden, Invalid, NotFound
 from aiperf_web.endpoints import selectors as endpoint_sel
 from aiperf_web.endpoints import services as endpoint_svc
 from aiperf_web.endpoints.models import Endpoint
+from aiperf_web.reports.api import router as reports_router
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs import services as run_svc
 from aiperf_web.runs.models import Run
@@ -216,6 +217,10 @@ def _team_for_create(request: HttpRequest, team_id: object) -> Any:
     if not teams:
         raise Forbidden("you are not a member (or admin) of any team")
     raise Invalid.field("team", "you are in several teams: name one")
+
+
+# The reports (compare, verdict, leak monitor, A/B): their own router, same auth and errors.
+api.add_router("", reports_router)
 
 
 # -- teams --
@@ -416,6 +421,8 @@ class RunQuery(Schema):
     created_from: str = ""
     created_to: str = ""
     baseline: bool | None = None
+    policy: str = ""
+    scope: str = ""
     limit: int = 50
     offset: int = 0
 
@@ -446,6 +453,8 @@ def run_list(request: HttpRequest, query: Query[RunQuery]) -> dict[str, Any]:
         created_from=_date(query.created_from, "created_from"),
         created_to=_date(query.created_to, "created_to"),
         baseline=query.baseline,
+        policy=query.policy,
+        scope=query.scope,
     )
     qs = run_sel.run_list(user=request.user, filters=filters).select_related(
         "scenario", "endpoint", "rerun_of"

@@ -50,6 +50,8 @@ class RunFilters:
     created_from: date | None = None
     created_to: date | None = None
     baseline: bool | None = None
+    policy: str = ""  # the routing policy in the stored spec
+    scope: str = ""  # the affinity scope in the stored spec
 
 
 def _day_start(day: date) -> datetime:
@@ -89,6 +91,10 @@ def run_list(*, user: AnyUser, filters: RunFilters | None = None) -> QuerySet[Ru
         qs = qs.filter(created_at__lt=_day_start(f.created_to) + timedelta(days=1))
     if f.baseline is not None:
         qs = qs.filter(is_baseline=f.baseline)
+    if f.policy:
+        qs = qs.filter(spec__policy=f.policy)
+    if f.scope:
+        qs = qs.filter(spec__scope=f.scope)
     return qs.order_by("-created_at", "-id")
 
 

@@ -67,8 +67,10 @@ def run_launch(
     tags: str | Iterable[str] = "",
     notes: str = "",
     rerun_of: Run | None = None,
+    enqueue: bool = True,
 ) -> Run:
-    """Validate everything, store the run `queued`, and enqueue it after commit."""
+    """Validate everything, store the run `queued`, and enqueue it after commit (unless
+    `enqueue` is false: then the caller sends it, as a paired A/B launch chains its runs)."""
     scenario = scenario_get(user=actor, scenario_id=scenario_id)
     require_role(user=actor, team=scenario.team, role=Role.MEMBER)
     overrides = {} if overrides is None else overrides
@@ -125,7 +127,8 @@ def run_launch(
         )
         limit = run_time_limit_s(spec)
         run_uuid = str(new.uuid)
-        transaction.on_commit(lambda: _enqueue(run_uuid, time_limit_s=limit))
+        if enqueue:
+            transaction.on_commit(lambda: _enqueue(run_uuid, time_limit_s=limit))
     return new
 
 

@@ -16,6 +16,7 @@ from aiperf_web.core.errors import Invalid
 from aiperf_web.core.forms import add_service_errors, spec_values
 from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
+from aiperf_web.reports.views import run_page_context
 from aiperf_web.runs import selectors, services
 from aiperf_web.runs.forms import LaunchForm, RunFilterForm, RunMetaForm
 from aiperf_web.scenarios.selectors import scenario_list
@@ -37,6 +38,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
             endpoint=d["endpoint"],
             tag=d["tag"].strip(),
             search=d["q"].strip(),
+            policy=d["policy"],
+            scope=d["scope"],
             created_from=d["created_from"],
             created_to=d["created_to"],
         )
@@ -116,8 +119,11 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     summary_rows = selectors.summary_flat(run_obj.summary)
     return render(
         request,
-        "runs/detail.html",
+        # The live dashboard and report (aiperf_web.reports): charts over the stored series,
+        # extended live over the WebSocket while the run goes.
+        "reports/run.html",
         {
+            **run_page_context(run_obj=run_obj),
             "run": run_obj,
             "can_edit": role in (Role.ADMIN, Role.MEMBER),
             "latest": latest.data if latest else None,

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LiveConfig(AppConfig):
+    name = "aiperf_web.live"
+    label = "live"

@@ -1,0 +1,254 @@
+"""WebSocket consumers: one run's live feed (`/ws/runs/{id}/`) and the runs list (`/ws/runs/`).
+
+Thin interfaces over live.selectors and runs.selectors. Both refuse anonymous users (close
+4401) and, for a run, anyone outside its team (close 4404, the same as an unknown id); the
+origin is checked by AllowedHostsOriginValidator in asgi.py.
+
+Messages to the browser (PRODUCT.md §5), all JSON with `type` and `run_id`:
+  history  {samples: [...slim], latest, last_seq, status, reason, log}   once, on connect
+  snapshot {seq, t_s, data, leak}                                         each stored snapshot
+  status   {status, reason}                                               when it changes
+  log      {lines: [...]}                                                 new log lines
+  error    {message}                                                      a bad client message
+Resume without gap or duplicate: the consumer joins the run's group *before* it reads the
+history, so a sample stored after that read reaches it through the group; it forwards only
+`seq > last_seq` and fills any hole in the seq numbers from the database. Reconnecting pages
+pass `?after=<last seq they hold>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from aiperf_web.core.errors import ServiceError
+from aiperf_web.live import selectors as live_sel
+from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_point
+from aiperf_web.runs import selectors as run_sel
+from aiperf_web.runs.live import run_group
+from aiperf_web.runs.models import FINAL, Run
+
+log = logging.getLogger(__name__)
+
+# How often a viewer's consumer looks at the run's row (status) and log; the snapshots
+# themselves are pushed by the producer.
+STATUS_POLL_S = 1.0
+LIST_POLL_S = 1.5
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+def _query_int(scope: dict[str, Any], name: str, default: int) -> int | None:
+    raw = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name)
+    if not raw:
+        return default
+    try:
+        return int(raw[0])
+    except ValueError:
+        return None
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    run_obj: Run
+    group: str = ""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        run_id = self.scope["url_route"]["kwargs"]["run_id"]
+        try:
+            self.run_obj = await database_sync_to_async(run_sel.run_get)(user=user, run_id=run_id)
+        except ServiceError:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        after = _query_int(self.scope, "after", -1)
+        self.lock = asyncio.Lock()
+        self.run_id = str(self.run_obj.uuid)
+        self.status = self.run_obj.status
+        self.reason = self.run_obj.reason
+        self.last_log_id = 0
+        # Join first, read second: see the module docstring.
+        self.group = run_group(self.run_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        if after is None:
+            await self.send_json({"type": "error", "message": "after: an integer seq"})
+            after = -1
+        await self._send_history(after)
+        self.poller = asyncio.ensure_future(self._poll())
+
+    async def disconnect(self, code: int) -> None:
+        poller = getattr(self, "poller", None)
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await poller
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    @database_sync_to_async
+    def _history(self, after: int) -> tuple[live_sel.History, list[LeakPoint], list[Any]]:
+        history = live_sel.run_history(run_obj=self.run_obj, after_seq=after)
+        points = live_sel.run_leak_points(run_obj=self.run_obj)
+        lines = live_sel.run_log_after(run_obj=self.run_obj, after_id=0)
+        return history, points, lines
+
+    async def _send_history(self, after: int) -> None:
+        async with self.lock:
+            history, self.leak_points, lines = await self._history(after)
+            self.last_seq = history["last_seq"]
+            if lines:
+                self.last_log_id = lines[-1]["id"]
+            await self.send_json(
+                {
+                    "type": "history",
+                    "run_id": self.run_id,
+                    **history,
+                    "status": self.status,
+                    "reason": self.reason,
+                    "leak": leak_assess(self.leak_points),
+                    "log": lines[-50:],
+                }
+            )
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "ping":
+            await self.send_json({"type": "pong", "run_id": self.run_id})
+        else:
+            await self.send_json(
+                {"type": "error", "run_id": self.run_id, "message": f"unknown message {kind!r}"}
+            )
+
+    async def decode_json(self, text_data: str) -> Any:
+        try:
+            return await super().decode_json(text_data)
+        except ValueError:
+            return {"type": "<not JSON>"}
+
+    # -- the producer's messages (group "run-<uuid>", type run.snapshot) ------------------------
+
+    async def run_snapshot(self, event: dict[str, Any]) -> None:
+        async with self.lock:
+            seq = int(event["seq"])
+            if seq <= self.last_seq:
+                return  # already sent from the history
+            if seq > self.last_seq + 1:
+                # A hole (a message the layer dropped, or stored between read and join): fill
+                # it from the database, where every published sample already is.
+                missing = await database_sync_to_async(live_sel.run_samples_between)(
+                    run_obj=self.run_obj, after_seq=self.last_seq, before_seq=seq
+                )
+                for sample in missing:
+                    await self._forward(sample["seq"], sample["t_s"], sample["data"])
+            await self._forward(seq, float(event["t_s"]), event["data"])
+
+    async def _forward(self, seq: int, t_s: float, data: dict[str, Any]) -> None:
+        point = leak_point(t_s, data)
+        if point is not None:
+            self.leak_points.append(point)
+            if len(self.leak_points) > 4 * live_sel.MAX_HISTORY_POINTS:
+                del self.leak_points[: len(self.leak_points) // 2 : 2]
+        self.last_seq = seq
+        await self.send_json(
+            {
+                "type": "snapshot",
+                "run_id": self.run_id,
+                "seq": seq,
+                "t_s": t_s,
+                "data": data,
+                "leak": leak_assess(self.leak_points),
+            }
+        )
+
+    # -- status and log ----------------------------------------------------------------------
+
+    @database_sync_to_async
+    def _read_status(self) -> tuple[str, str, list[dict[str, Any]]]:
+        row = Run.objects.filter(pk=self.run_obj.pk).values("status", "reason").first()
+        if row is None:
+            return "deleted", "the run was deleted", []
+        lines = live_sel.run_log_after(run_obj=self.run_obj, after_id=self.last_log_id)
+        return row["status"], row["reason"], lines
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(STATUS_POLL_S)
+            try:
+                status, reason, lines = await self._read_status()
+            except Exception:
+                log.warning("run %s: status poll failed", self.run_id, exc_info=True)
+                continue
+            if lines:
+                self.last_log_id = lines[-1]["id"]
+                await self.send_json({"type": "log", "run_id": self.run_id, "lines": lines})
+            if status != self.status or reason != self.reason:
+                if status in FINAL:
+                    # The worker stores its last sample before it writes the final status:
+                    # send whatever the feed has not delivered yet, then the status.
+                    async with self.lock:
+                        missing = await database_sync_to_async(live_sel.run_samples_between)(
+                            run_obj=self.run_obj, after_seq=self.last_seq, before_seq=2**31 - 1
+                        )
+                        for sample in missing:
+                            await self._forward(sample["seq"], sample["t_s"], sample["data"])
+                self.status, self.reason = status, reason
+                await self.send_json(
+                    {"type": "status", "run_id": self.run_id, "status": status, "reason": reason}
+                )
+
+
+class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    """The runs list: every LIST_POLL_S, the rows of the viewer's teams' active runs (and of
+    runs that just ended) whose status, progress or leak flag changed."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.user = user
+        self.sent: dict[str, dict[str, Any]] = {}
+        await self.accept()
+        self.poller = asyncio.ensure_future(self._poll())
+
+    async def disconnect(self, code: int) -> None:
+        poller = getattr(self, "poller", None)
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await poller
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        await self.send_json({"type": "error", "message": "this socket only sends"})
+
+    async def decode_json(self, text_data: str) -> Any:
+        try:
+            return await super().decode_json(text_data)
+        except ValueError:
+            return None
+
+    async def _poll(self) -> None:
+        from aiperf_web.reports.selectors import runs_live_rows
+
+        rows_of = database_sync_to_async(runs_live_rows)
+        while True:
+            try:
+                rows = await rows_of(user=self.user)
+            except Exception:
+                log.warning("runs list poll failed", exc_info=True)
+                rows = []
+            changed = [r for r in rows if self.sent.get(r["id"]) != r]
+            for row in changed:
+                self.sent[row["id"]] = row
+            if changed:
+                await self.send_json({"type": "runs", "rows": changed})
+            await asyncio.sleep(LIST_POLL_S)

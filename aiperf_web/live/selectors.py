@@ -1,0 +1,121 @@
+"""Reads for the live channel and the pages that draw a run's time series: the stored
+snapshots as a compact history, resumable by `seq`.
+
+The history a page (or a reconnecting socket) receives is made of *slim* samples: a snapshot
+without the parts only the latest one needs (migration pairs, inference workers, engine state,
+per-worker in-flight and sticky counts) and with only the latency points the previous sample
+did not carry. The latest snapshot travels whole. A long run is thinned to at most
+`max_points` samples (every n-th, the last always kept), so an hour at one snapshot a second
+opens in one message; a short gap after a reconnect is always sent sample by sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from django.db.models import F, Q
+from django.db.models.functions import Mod
+
+from aiperf_web.reports.leaks import LeakPoint, leak_point
+from aiperf_web.runs.models import Run, RunLog, RunSample
+
+MAX_HISTORY_POINTS = 720
+# Per-worker arrays the time-series charts need (the leak monitor's books).
+_SLIM_WORKER_KEYS = ("session_copies", "orphaned_copies", "cached_bytes")
+_LATEST_ONLY = ("migrations", "inference_workers", "state")
+
+
+class SampleMessage(TypedDict):
+    seq: int
+    t_s: float
+    data: dict[str, Any]
+
+
+class History(TypedDict):
+    samples: list[SampleMessage]  # slim, in seq order
+    latest: SampleMessage | None  # the last sample, whole
+    last_seq: int
+    stride: int  # 1 when nothing was thinned
+
+
+def sample_slim(data: Mapping[str, Any], *, after_t_s: float | None) -> dict[str, Any]:
+    """A snapshot cut down to what the time-series charts read."""
+    slim = {k: v for k, v in data.items() if k not in _LATEST_ONLY}
+    workers = data.get("client_workers")
+    if isinstance(workers, Mapping):
+        slim["client_workers"] = {k: workers.get(k, []) for k in _SLIM_WORKER_KEYS}
+    recent = data.get("recent") or []
+    if after_t_s is not None:
+        recent = [p for p in recent if p.get("t_s", 0) > after_t_s]
+    slim["recent"] = recent
+    return slim
+
+
+def _last_recent_t(data: Mapping[str, Any]) -> float | None:
+    recent = data.get("recent") or []
+    return max((p.get("t_s", 0.0) for p in recent), default=None)
+
+
+def run_history(
+    *, run_obj: Run, after_seq: int = -1, max_points: int = MAX_HISTORY_POINTS
+) -> History:
+    base = RunSample.objects.filter(run=run_obj, seq__gt=after_seq)
+    last_seq = base.order_by("-seq").values_list("seq", flat=True).first()
+    if last_seq is None:
+        return {"samples": [], "latest": None, "last_seq": after_seq, "stride": 1}
+    count = last_seq - after_seq  # seq numbers are dense (0, 1, 2, ...)
+    stride = max(1, math.ceil(count / max_points))
+    qs = base
+    if stride > 1:
+        qs = base.annotate(k=Mod(F("seq") - after_seq - 1, stride)).filter(Q(k=0) | Q(seq=last_seq))
+    rows = list(qs.order_by("seq").values_list("seq", "t_s", "data"))
+    samples: list[SampleMessage] = []
+    previous_t: float | None = None
+    for seq, t_s, data in rows:
+        samples.append({"seq": seq, "t_s": t_s, "data": sample_slim(data, after_t_s=previous_t)})
+        last_t = _last_recent_t(data)
+        if last_t is not None:
+            previous_t = last_t
+    seq, t_s, data = rows[-1]
+    return {
+        "samples": samples,
+        "latest": {"seq": seq, "t_s": t_s, "data": data},
+        "last_seq": last_seq,
+        "stride": stride,
+    }
+
+
+def run_samples_between(*, run_obj: Run, after_seq: int, before_seq: int) -> list[SampleMessage]:
+    """Whole samples with after_seq < seq < before_seq: a gap the live feed skipped."""
+    rows = RunSample.objects.filter(run=run_obj, seq__gt=after_seq, seq__lt=before_seq).order_by(
+        "seq"
+    )
+    return [{"seq": r.seq, "t_s": r.t_s, "data": r.data} for r in rows[:1000]]
+
+
+def run_leak_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> list[LeakPoint]:
+    """The leak monitor's series of a run, read as three small JSON paths per sample."""
+    base = RunSample.objects.filter(run=run_obj)
+    last_seq = base.order_by("-seq").values_list("seq", flat=True).first()
+    if last_seq is None:
+        return []
+    stride = max(1, math.ceil((last_seq + 1) / max_points))
+    qs = base
+    if stride > 1:
+        qs = base.annotate(k=Mod(F("seq"), stride)).filter(Q(k=0) | Q(seq=last_seq))
+    rows = qs.order_by("seq").values_list("t_s", "data__client_workers")
+    points = []
+    for t_s, workers in rows:
+        point = leak_point(t_s, {"client_workers": workers})
+        if point is not None:
+            points.append(point)
+    return points
+
+
+def run_log_after(*, run_obj: Run, after_id: int, limit: int = 200) -> list[dict[str, Any]]:
+    rows = RunLog.objects.filter(run=run_obj, id__gt=after_id).order_by("id")[:limit]
+    return [
+        {"id": r.id, "at": r.at.isoformat(), "level": r.level, "message": r.message} for r in rows
+    ]

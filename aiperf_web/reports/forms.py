@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+KNOB_CHOICES = [
+    ("policy", "Routing policy: legacy, then spawn-pin (the client-side leak and its fix)"),
+    ("scope", "Affinity scope: conversation, then lineage (children's first-turn cache hits)"),
+]
+
+
+class ABForm(forms.Form):
+    scenario = forms.ChoiceField()
+    target = forms.ChoiceField(label="Target")
+    knob = forms.ChoiceField(choices=KNOB_CHOICES, label="Compare", widget=forms.RadioSelect)
+    duration_s = forms.FloatField(
+        required=False, min_value=1, label="Duration (s)", help_text="blank = the scenario's"
+    )
+    concurrency = forms.IntegerField(
+        required=False, min_value=1, label="Lanes", help_text="blank = the scenario's"
+    )
+    more = forms.CharField(
+        required=False,
+        label="More overrides (JSON)",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text='the same for both runs, e.g. {"client_workers": 16}',
+    )
+
+    def __init__(
+        self, *args: Any, scenarios: list[Any], endpoints: list[Any], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["scenario"].choices = [
+            (str(s.uuid), f"{s.name} ({s.team.name})") for s in scenarios
+        ]
+        self.fields["target"].choices = [
+            (str(e.uuid), f"{e.name} — {e.base_url}") for e in endpoints
+        ] + [("simulated", "simulated cluster (virtual time: an hour in seconds)")]
+        if not self.is_bound:
+            self.initial.setdefault("knob", "policy")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        raw = (data.get("more") or "").strip()
+        overrides: dict[str, Any] = {}
+        if raw:
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                self.add_error("more", f"not JSON: {exc.msg} at line {exc.lineno}")
+                value = {}
+            if not isinstance(value, dict):
+                self.add_error("more", "a JSON object of knob: value")
+                value = {}
+            overrides.update(value)
+        for name in ("duration_s", "concurrency"):
+            if data.get(name) is not None:
+                overrides[name] = data[name]
+        data["overrides"] = overrides
+        return data

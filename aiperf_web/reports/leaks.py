@@ -1,0 +1,187 @@
+"""The leak monitor: is a run leaking client-side session copies, where, how fast, since when.
+
+Pure functions over the stored (or live) snapshot series; no I/O. One implementation serves the
+live page (the consumer attaches its verdict to each message), the report, the runs list flag,
+the API and the comparison.
+
+What counts as a leak. An *orphaned* copy is a cached session history that nothing will read
+again (its session ended, or another worker served its latest turn): every one is a leak, so
+any orphan flags the run. *Session copies* also grow while a run ramps up and sessions are
+alive; their growth is shown beside, never flagged on its own, because live sessions
+legitimately hold their history (spawn-pin runs grow copies and have no orphan).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+# Growth is measured over the last WINDOW_S of run time (or the whole run when shorter).
+WINDOW_S = 60.0
+
+LeakLevel = Literal["ok", "leak", "growing"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeakPoint:
+    """One sample of the per-worker books: orphaned copies, session copies, cached bytes."""
+
+    t_s: float
+    orphans: Sequence[int]
+    copies: Sequence[int]
+    cached_bytes: Sequence[int]
+
+
+class WorkerLeak(TypedDict):
+    worker: int
+    orphaned: int
+    orphans_per_min: float
+    copies: int
+    copies_per_min: float
+    cached_bytes: int
+    bytes_per_min: float
+
+
+class LeakVerdict(TypedDict):
+    level: LeakLevel
+    orphaned: int
+    orphans_per_min: float
+    copies: int
+    copies_per_min: float
+    since_t_s: float | None  # run time when the first orphan appeared
+    window_s: float
+    leaking_workers: list[int]  # workers holding orphans
+    growing_workers: list[int]  # workers whose orphans grew within the window
+    workers: list[WorkerLeak]
+    message: str
+
+
+def leak_point(t_s: float, data: Mapping[str, Any]) -> LeakPoint | None:
+    """The leak monitor's view of one snapshot (full or slim); None when it has no books."""
+    workers = data.get("client_workers")
+    if not isinstance(workers, Mapping):
+        return None
+    orphans = workers.get("orphaned_copies") or []
+    copies = workers.get("session_copies") or []
+    cached = workers.get("cached_bytes") or []
+    return LeakPoint(t_s=float(t_s), orphans=orphans, copies=copies, cached_bytes=cached)
+
+
+def _per_min(now: float, then: float, dt_s: float) -> float:
+    return round((now - then) * 60.0 / dt_s, 2) if dt_s > 0 else 0.0
+
+
+def _at(values: Sequence[int], i: int) -> int:
+    return int(values[i]) if i < len(values) else 0
+
+
+def _fmt_t(t_s: float) -> str:
+    if t_s < 120:
+        return f"{t_s:.0f} s"
+    if t_s < 7200:
+        return f"{t_s / 60:.1f} min"
+    return f"{t_s / 3600:.1f} h"
+
+
+def _workers_text(ids: Sequence[int], limit: int = 8) -> str:
+    shown = ", ".join(str(i) for i in ids[:limit])
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
+    return f"worker{'s' if len(ids) != 1 else ''} {shown}{more}"
+
+
+def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> LeakVerdict:
+    """The verdict over a series in time order (the last point is 'now')."""
+    series = list(points)
+    if not series:
+        return {
+            "level": "ok",
+            "orphaned": 0,
+            "orphans_per_min": 0.0,
+            "copies": 0,
+            "copies_per_min": 0.0,
+            "since_t_s": None,
+            "window_s": window_s,
+            "leaking_workers": [],
+            "growing_workers": [],
+            "workers": [],
+            "message": "No client-worker figures yet.",
+        }
+    last = series[-1]
+    # The earliest point inside the window: growth = now - then over their distance.
+    start = last
+    for point in reversed(series):
+        if last.t_s - point.t_s > window_s:
+            break
+        start = point
+    dt_s = last.t_s - start.t_s
+    k = max(len(last.orphans), len(last.copies), len(last.cached_bytes))
+    workers: list[WorkerLeak] = []
+    for i in range(k):
+        workers.append(
+            {
+                "worker": i,
+                "orphaned": _at(last.orphans, i),
+                "orphans_per_min": _per_min(_at(last.orphans, i), _at(start.orphans, i), dt_s),
+                "copies": _at(last.copies, i),
+                "copies_per_min": _per_min(_at(last.copies, i), _at(start.copies, i), dt_s),
+                "cached_bytes": _at(last.cached_bytes, i),
+                "bytes_per_min": _per_min(
+                    _at(last.cached_bytes, i), _at(start.cached_bytes, i), dt_s
+                ),
+            }
+        )
+    orphaned = sum(w["orphaned"] for w in workers)
+    copies = sum(w["copies"] for w in workers)
+    orphans_per_min = round(sum(w["orphans_per_min"] for w in workers), 2)
+    copies_per_min = round(sum(w["copies_per_min"] for w in workers), 2)
+    since = next((p.t_s for p in series if sum(p.orphans) > 0), None)
+    leaking = [w["worker"] for w in workers if w["orphaned"] > 0]
+    growing = [w["worker"] for w in workers if w["orphans_per_min"] > 0]
+    level: LeakLevel = "ok"
+    if orphaned > 0:
+        level = "growing" if growing else "leak"
+    window_text = _fmt_t(dt_s) if dt_s > 0 else "the first sample"
+    if level == "growing":
+        message = (
+            f"Leaking: orphaned session copies are growing on {_workers_text(growing)} "
+            f"(+{orphans_per_min:g} per minute over the last {window_text}); "
+            f"{orphaned} orphaned copies on {len(leaking)} of {k} workers, "
+            f"the first at t = {_fmt_t(since or 0.0)}. These histories will never be read "
+            "again: sessions are bouncing between client workers (the spawn-pin policy keeps "
+            "each subagent on one worker)."
+        )
+    elif level == "leak":
+        message = (
+            f"Leaked: {orphaned} orphaned session copies on {_workers_text(leaking)} since "
+            f"t = {_fmt_t(since or 0.0)}, not growing over the last {window_text}. "
+            "Sessions bounced between client workers and left stale histories behind."
+        )
+    else:
+        message = "No orphaned session copies: no session has bounced between client workers."
+        if copies_per_min > 0:
+            message += (
+                f" Session copies grow by {copies_per_min:g} per minute ({copies} held): "
+                "histories of live sessions, released at their final turn."
+            )
+    return {
+        "level": level,
+        "orphaned": orphaned,
+        "orphans_per_min": orphans_per_min,
+        "copies": copies,
+        "copies_per_min": copies_per_min,
+        "since_t_s": since,
+        "window_s": window_s,
+        "leaking_workers": leaking,
+        "growing_workers": growing,
+        "workers": workers,
+        "message": message,
+    }
+
+
+def leak_flag(*, orphaned: int | None, drain_verdict: str | None = None) -> bool:
+    """The runs list's flag: a finished run by its drain verdict, a running one by its
+    current orphan count."""
+    if drain_verdict is not None:
+        return drain_verdict == "leaked"
+    return bool(orphaned)

@@ -1,0 +1,497 @@
+"""Reads behind the run report, the comparison, the scenario history, the regression verdict
+and the live runs list. Everything comes from the database: the stored time series (thinned),
+the stored summary, and for the agent-tree view a bounded slice of the records.
+
+A verdict compares a run with a baseline run figure by figure (KEY_METRICS): each figure has a
+direction (lower or higher is better) and a tolerance; a figure worse than its baseline by more
+than the tolerance is a regression. The drain check (no orphaned copy left) is one more check.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal, TypedDict
+
+from django.utils import timezone
+
+from aiperf_web.core.errors import Invalid
+from aiperf_web.live.selectors import History, run_history, run_leak_points
+from aiperf_web.reports.leaks import LeakVerdict, leak_assess, leak_flag
+from aiperf_web.reports.models import RunTrees
+from aiperf_web.runs import selectors as run_sel
+from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunRecord, RunSample, Status
+from aiperf_web.teams.selectors import AnyUser, team_ids_for
+
+Better = Literal["lower", "higher", "none"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # dotted path into the summary
+    label: str
+    unit: str
+    better: Better
+    # A regression: worse than the baseline by more than this fraction (relative) ...
+    rel_tolerance: float = 0.10
+    # ... and by more than this absolute amount (keeps 0 -> 1 orphan a regression, but
+    # 1.00 -> 1.02 ms not).
+    abs_tolerance: float = 0.0
+
+
+KEY_METRICS: tuple[Metric, ...] = (
+    Metric("ttft_ms.p50", "TTFT p50", "ms", "lower", abs_tolerance=1.0),
+    Metric("ttft_ms.p99", "TTFT p99", "ms", "lower", abs_tolerance=1.0),
+    Metric("itl_ms.p99", "ITL p99", "ms", "lower", abs_tolerance=0.5),
+    Metric("latency_ms.p99", "Latency p99", "ms", "lower", abs_tolerance=5.0),
+    Metric("requests_per_s", "Requests per second", "req/s", "higher", abs_tolerance=0.01),
+    Metric("output_tokens_per_s", "Output tokens per second", "tok/s", "higher"),
+    Metric("prefix_cache_hit_ratio", "Prefix-cache hit ratio", "", "higher", 0.0, 0.02),
+    Metric("child_first_turn_hit_ratio", "Child first-turn hit ratio", "", "higher", 0.0, 0.02),
+    Metric("sessions_multi_worker", "Sessions served by >1 client worker", "", "lower", 0.0, 0.5),
+    Metric("worker_switches", "Client-worker switches", "", "lower", 0.0, 0.5),
+    Metric("orphaned_session_copies", "Orphaned session copies", "", "lower", 0.0, 0.5),
+    Metric("early_closes", "Early affinity closes", "", "lower", 0.0, 0.5),
+    Metric("errors", "Errors", "", "lower", 0.0, 0.5),
+    Metric("requests", "Requests", "", "none"),
+)
+# The trend charts of the scenario history page.
+TREND_KEYS = (
+    "ttft_ms.p99",
+    "requests_per_s",
+    "prefix_cache_hit_ratio",
+    "worker_switches",
+    "orphaned_session_copies",
+)
+
+
+def summary_value(summary: Mapping[str, Any] | None, key: str) -> float | None:
+    value: Any = summary or {}
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+class Check(TypedDict):
+    key: str
+    label: str
+    unit: str
+    better: Better
+    baseline: float | None
+    value: float | None
+    delta: float | None
+    delta_pct: float | None
+    status: Literal["ok", "regressed", "improved", "n/a"]
+
+
+class Verdict(TypedDict):
+    run: str
+    baseline: str | None
+    verdict: Literal["pass", "fail", "no-baseline"]
+    regressions: list[str]
+    checks: list[Check]
+    drain: dict[str, Any] | None
+    message: str
+
+
+def metric_check(metric: Metric, value: float | None, baseline: float | None) -> Check:
+    delta = delta_pct = None
+    status: Literal["ok", "regressed", "improved", "n/a"] = "n/a"
+    if value is not None and baseline is not None:
+        delta = value - baseline
+        delta_pct = None if baseline == 0 else round(100.0 * delta / abs(baseline), 2)
+        if metric.better != "none":
+            worse = delta if metric.better == "lower" else -delta
+            limit = max(metric.abs_tolerance, metric.rel_tolerance * abs(baseline))
+            if worse > limit:
+                status = "regressed"
+            elif -worse > limit:
+                status = "improved"
+            else:
+                status = "ok"
+    return {
+        "key": metric.key,
+        "label": metric.label,
+        "unit": metric.unit,
+        "better": metric.better,
+        "baseline": baseline,
+        "value": value,
+        "delta": None if delta is None else round(delta, 4),
+        "delta_pct": delta_pct,
+        "status": status,
+    }
+
+
+def run_verdict(*, run_obj: Run, baseline: Run | None) -> Verdict:
+    summary = run_obj.summary or {}
+    drain = summary.get("drain") if isinstance(summary.get("drain"), dict) else None
+    if baseline is None:
+        return {
+            "run": str(run_obj.uuid),
+            "baseline": None,
+            "verdict": "no-baseline",
+            "regressions": [],
+            "checks": [],
+            "drain": drain,
+            "message": "No baseline: mark a finished run of this scenario as its baseline.",
+        }
+    checks = [
+        metric_check(m, summary_value(summary, m.key), summary_value(baseline.summary, m.key))
+        for m in KEY_METRICS
+    ]
+    regressions = [c["label"] for c in checks if c["status"] == "regressed"]
+    if drain is not None and drain.get("verdict") == "leaked":
+        regressions.append("Drain check")
+    if run_obj.status != Status.SUCCEEDED:
+        regressions.append(f"Status {run_obj.status}")
+    verdict: Literal["pass", "fail"] = "fail" if regressions else "pass"
+    message = (
+        "No regression against the baseline."
+        if not regressions
+        else "Regressed: " + ", ".join(regressions) + "."
+    )
+    return {
+        "run": str(run_obj.uuid),
+        "baseline": str(baseline.uuid),
+        "verdict": verdict,
+        "regressions": regressions,
+        "checks": checks,
+        "drain": drain,
+        "message": message,
+    }
+
+
+def scenario_baseline(*, run_obj: Run) -> Run | None:
+    """The scenario's baseline for this run: its latest finished run marked baseline, other
+    than the run itself."""
+    if run_obj.scenario_id is None:
+        return None
+    return (
+        Run.objects.filter(
+            team_id=run_obj.team_id,
+            scenario_id=run_obj.scenario_id,
+            is_baseline=True,
+            status__in=FINAL,
+        )
+        .exclude(pk=run_obj.pk)
+        .order_by("-created_at")
+        .first()
+    )
+
+
+# -- the run page and report -------------------------------------------------------------------
+
+
+class RunReport(TypedDict):
+    history: History
+    leak: LeakVerdict
+    drain: dict[str, Any] | None
+    by_depth: dict[str, Any]
+    by_branch_mode: dict[str, Any]
+    baseline: Run | None
+    verdict: Verdict | None
+
+
+def run_report(*, run_obj: Run) -> RunReport:
+    """Everything the run page draws, from the stored series and the summary (never the
+    records): O(thinned samples), whatever the run's length."""
+    history = run_history(run_obj=run_obj)
+    points = run_leak_points(run_obj=run_obj)
+    summary = run_obj.summary or {}
+    baseline = scenario_baseline(run_obj=run_obj) if run_obj.status in FINAL else None
+    return {
+        "history": history,
+        "leak": leak_assess(points),
+        "drain": summary.get("drain") if isinstance(summary.get("drain"), dict) else None,
+        "by_depth": summary.get("by_depth") or {},
+        "by_branch_mode": summary.get("by_branch_mode") or {},
+        "baseline": baseline,
+        "verdict": run_verdict(run_obj=run_obj, baseline=baseline)
+        if run_obj.status in FINAL and run_obj.summary
+        else None,
+    }
+
+
+# -- the agent-tree view -----------------------------------------------------------------------
+
+TREE_SCAN_RECORDS = 20_000
+TREES_SHOWN = 6
+
+
+def _tree_layout(sessions: dict[str, dict[str, Any]], root: str) -> None:
+    """x = depth; y = leaves top to bottom, a parent centred on its children."""
+    children: dict[str, list[str]] = defaultdict(list)
+    for sid, node in sessions.items():
+        if node["parent"] in sessions and sid != root:
+            children[node["parent"]].append(sid)
+    for kids in children.values():
+        kids.sort(key=lambda s: sessions[s]["start_s"])
+    next_leaf = 0.0
+    # Iterative post-order (trees can be deep): a node's y is known after its children's.
+    stack: list[tuple[str, bool]] = [(root, False)]
+    while stack:
+        sid, done = stack.pop()
+        kids = children.get(sid, [])
+        if done or not kids:
+            if kids:
+                sessions[sid]["y"] = sum(sessions[k]["y"] for k in kids) / len(kids)
+            else:
+                sessions[sid]["y"] = next_leaf
+                next_leaf += 1
+            continue
+        stack.append((sid, True))
+        for kid in reversed(kids):
+            stack.append((kid, False))
+
+
+def trees_build(records: Sequence[Mapping[str, Any]], *, limit: int = TREES_SHOWN) -> list[Any]:
+    """Sampled agent trees from records: nodes = sessions with the client worker of each turn
+    (a bounce is a session on more than one), the inference worker of its first turn and
+    whether that first turn hit the prefix cache."""
+    by_root: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for r in records:
+        root, sid = r.get("root_id"), r.get("session_id")
+        if not root or not sid:
+            continue
+        node = by_root[root].get(sid)
+        if node is None:
+            node = by_root[root][sid] = {
+                "id": sid,
+                "parent": r.get("parent_id"),
+                "depth": int(r.get("depth") or 0),
+                "branch_mode": r.get("branch_mode") or "root",
+                "start_s": float(r.get("start_s") or 0.0),
+                "turns": [],
+            }
+        node["start_s"] = min(node["start_s"], float(r.get("start_s") or 0.0))
+        node["turns"].append(
+            (
+                int(r.get("turn_index") or 0),
+                r.get("client_worker"),
+                r.get("inference_worker"),
+                r.get("cached_tokens"),
+                r.get("prompt_tokens"),
+                r.get("error"),
+            )
+        )
+    # The trees with the most sessions first: they are the ones bounces and lineage show in.
+    ranked = sorted(by_root.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:limit]
+    trees = []
+    for root, sessions in ranked:
+        if root not in sessions:
+            # The root's turns fell outside the scanned records: attach orphans to a stub.
+            sessions[root] = {
+                "id": root, "parent": None, "depth": 0, "branch_mode": "root",
+                "start_s": min(s["start_s"] for s in sessions.values()), "turns": [],
+            }  # fmt: skip
+        nodes = []
+        for node in sessions.values():
+            turns = sorted(node.pop("turns"))
+            workers = [t[1] for t in turns if t[1] is not None]
+            first = turns[0] if turns else None
+            switches = sum(1 for a, b in itertools.pairwise(workers) if a != b)
+            node.update(
+                {
+                    "turns": len(turns),
+                    "client_workers": workers,
+                    "switches": switches,
+                    "bounced": len(set(workers)) > 1,
+                    "inference_worker": first[2] if first else None,
+                    "first_cached_tokens": first[3] if first else None,
+                    "first_prompt_tokens": first[4] if first else None,
+                    "first_turn_hit": bool(first and first[3]) if first else None,
+                    "first_turn_index": first[0] if first else None,
+                    "errors": sum(1 for t in turns if t[5]),
+                }
+            )
+            nodes.append(node)
+        _tree_layout(sessions, root)
+        trees.append(
+            {
+                "root": root,
+                "sessions": len(nodes),
+                "bounced": sum(1 for n in nodes if n["bounced"]),
+                "nodes": sorted(nodes, key=lambda n: (n["depth"], n["y"])),
+            }
+        )
+    return trees
+
+
+def run_trees(*, run_obj: Run) -> dict[str, Any]:
+    """The agent-tree view's data: built from the first TREE_SCAN_RECORDS records (a bounded
+    read whatever the run's size) and kept once the run has ended."""
+    if run_obj.status in FINAL:
+        stored = RunTrees.objects.filter(run=run_obj).values_list("data", flat=True).first()
+        if stored is not None:
+            return dict(stored)
+    rows = (
+        RunRecord.objects.filter(run=run_obj, warmup=False)
+        .order_by("seq")
+        .values_list("data", flat=True)[:TREE_SCAN_RECORDS]
+    )
+    records = list(rows)
+    data = {
+        "scanned_records": len(records),
+        "complete": len(records) < TREE_SCAN_RECORDS,
+        "trees": trees_build(records),
+    }
+    if run_obj.status in FINAL:
+        RunTrees.objects.update_or_create(run=run_obj, defaults={"data": data})
+    return data
+
+
+# -- compare -----------------------------------------------------------------------------------
+
+MAX_COMPARED = 8
+COMPARE_POINTS = 400
+
+
+class Compared(TypedDict):
+    runs: list[Run]
+    metrics: list[dict[str, Any]]
+    series: list[dict[str, Any]]
+    leaks: list[LeakVerdict]
+
+
+def runs_compare(*, user: AnyUser, run_ids: Sequence[str]) -> Compared:
+    """Two or more runs side by side: key figures with deltas against the first run, and
+    each run's thinned series for the overlays."""
+    ids = [i for i in dict.fromkeys(x.strip() for x in run_ids) if i]
+    if len(ids) < 2:
+        raise Invalid.field("runs", "name two or more runs to compare")
+    if len(ids) > MAX_COMPARED:
+        raise Invalid.field("runs", f"at most {MAX_COMPARED} runs")
+    runs = [run_sel.run_get(user=user, run_id=i) for i in ids]
+    reference = runs[0]
+    metrics = []
+    for m in KEY_METRICS:
+        base = summary_value(reference.summary, m.key)
+        cells = []
+        for r in runs:
+            check = metric_check(m, summary_value(r.summary, m.key), base)
+            cells.append(check)
+        metrics.append(
+            {"key": m.key, "label": m.label, "unit": m.unit, "better": m.better, "cells": cells}
+        )
+    series = []
+    leaks = []
+    for r in runs:
+        history = run_history(run_obj=r, max_points=COMPARE_POINTS)
+        series.append({"id": str(r.uuid), "samples": history["samples"]})
+        leaks.append(leak_assess(run_leak_points(run_obj=r, max_points=COMPARE_POINTS)))
+    return {"runs": runs, "metrics": metrics, "series": series, "leaks": leaks}
+
+
+# -- scenario history ----------------------------------------------------------------------------
+
+HISTORY_RUNS = 200
+
+
+def scenario_history(*, scenario: Any) -> dict[str, Any]:
+    runs = list(
+        Run.objects.filter(scenario=scenario, status=Status.SUCCEEDED)
+        .exclude(summary__isnull=True)
+        .order_by("-created_at")
+        .only(
+            "uuid", "created_at", "summary", "is_baseline", "tags", "spec", "status",
+            "scenario_name", "endpoint_name", "team_id", "scenario_id",
+        )[:HISTORY_RUNS]
+    )  # fmt: skip
+    runs.reverse()
+    baseline = next((r for r in reversed(runs) if r.is_baseline), None)
+    points = [
+        {
+            "id": str(r.uuid),
+            "created_at": r.created_at.isoformat(),
+            "label": f"{r.created_at:%m-%d %H:%M} · {r.spec.get('policy', '')}"
+            f"/{r.spec.get('scope', '')}",
+            "baseline": r.is_baseline,
+            "values": {k: summary_value(r.summary, k) for k in TREND_KEYS},
+        }
+        for r in runs
+    ]
+    latest = runs[-1] if runs else None
+    verdict = None
+    if latest is not None:
+        base = baseline if baseline is not None and baseline.pk != latest.pk else None
+        if base is None and baseline is not None:
+            # The latest run is the baseline itself: judge the one before it, if any.
+            base = None
+        verdict = run_verdict(run_obj=latest, baseline=base)
+    trend_metrics = [
+        {"key": m.key, "label": m.label, "unit": m.unit, "better": m.better}
+        for m in KEY_METRICS
+        if m.key in TREND_KEYS
+    ]
+    return {
+        "runs": runs,
+        "points": points,
+        "baseline": baseline,
+        "latest": latest,
+        "verdict": verdict,
+        "metrics": trend_metrics,
+    }
+
+
+# -- the live runs list ------------------------------------------------------------------------
+
+RECENTLY_ENDED_S = 60
+
+
+def runs_live_rows(*, user: AnyUser) -> list[dict[str, Any]]:
+    """The rows the runs list updates in place: active runs of the user's teams and runs that
+    ended within the last minute, with progress and the leak flag."""
+    since = timezone.now() - timedelta(seconds=RECENTLY_ENDED_S)
+    qs = (
+        Run.objects.filter(team_id__in=team_ids_for(user=user))
+        .filter(status__in=ACTIVE)
+        .union(
+            Run.objects.filter(
+                team_id__in=team_ids_for(user=user), status__in=FINAL, finished_at__gte=since
+            )
+        )
+    )
+    rows = []
+    for r in list(qs)[:100]:
+        latest = (
+            RunSample.objects.filter(run_id=r.pk)
+            .order_by("-seq")
+            .values_list(
+                "data__progress",
+                "data__eta_s",
+                "data__requests",
+                "data__errors",
+                "data__routing__orphaned_session_copies",
+            )
+            .first()
+        )
+        progress, eta_s, requests, errors, orphaned = latest or (None, None, None, None, None)
+        drain = (r.summary or {}).get("drain") if r.status in FINAL else None
+        verdict = drain.get("verdict") if isinstance(drain, dict) else None
+        if r.status in FINAL and r.summary:
+            requests = r.summary.get("requests", requests)
+            errors = r.summary.get("errors", errors)
+            orphaned = r.summary.get("orphaned_session_copies", orphaned)
+        rows.append(
+            {
+                "id": str(r.uuid),
+                "status": r.status,
+                "scenario": r.scenario_name,
+                "target": r.endpoint_name,
+                "progress": progress,
+                "eta_s": eta_s,
+                "requests": requests,
+                "errors": errors,
+                "orphaned": orphaned,
+                "leak": leak_flag(orphaned=orphaned, drain_verdict=verdict),
+                "url": f"/runs/{r.uuid}/",
+            }
+        )
+    return rows

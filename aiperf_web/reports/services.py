@@ -1,0 +1,100 @@
+"""Writes of the reports app: the paired A/B launch.
+
+A pair is two runs of one scenario on one target with the same overrides and seed, differing
+in one knob (the routing policy or the affinity scope). Both are stored `queued` in one
+transaction; after commit they are sent as one Celery chain, so the second starts only when
+the first has ended, on whichever worker is free (the two never compete for the machine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from celery import chain
+from django.db import transaction
+
+from aiperf_web.core.errors import Invalid
+from aiperf_web.core.specs import spec_parse
+from aiperf_web.reports.models import ABPair
+from aiperf_web.runs import services as run_svc
+from aiperf_web.runs.models import Run
+from aiperf_web.teams.selectors import AnyUser, user_or_none
+
+# The knobs a pair may vary, with the values each may take (RunSpec's own choices).
+AB_KNOBS: dict[str, tuple[str, ...]] = {
+    "policy": ("legacy", "spawn-pin", "least-loaded"),
+    "scope": ("conversation", "lineage"),
+}
+AB_DEFAULTS = {"policy": ("legacy", "spawn-pin"), "scope": ("conversation", "lineage")}
+
+
+def _signature(run_obj: Run) -> Any:
+    from aiperf_web.celery import app
+
+    limit = run_svc.run_time_limit_s(spec_parse(run_obj.spec))
+    return app.signature(
+        run_svc.TASK_NAME,
+        args=[str(run_obj.uuid)],
+        queue="runs",
+        immutable=True,
+        time_limit=limit,
+        soft_time_limit=max(60, limit - 30),
+    )
+
+
+def ab_launch(
+    *,
+    actor: AnyUser,
+    scenario_id: object,
+    endpoint_id: object,
+    knob: str,
+    value_a: str,
+    value_b: str,
+    overrides: Mapping[str, Any] | None = None,
+) -> ABPair:
+    if knob not in AB_KNOBS:
+        raise Invalid.field("knob", f"one of {', '.join(AB_KNOBS)}")
+    for field, value in (("value_a", value_a), ("value_b", value_b)):
+        if value not in AB_KNOBS[knob]:
+            raise Invalid.field(field, f"{knob} is one of {', '.join(AB_KNOBS[knob])}")
+    if value_a == value_b:
+        raise Invalid.field("value_b", "the two runs must differ")
+    base = dict(overrides or {})
+    if knob in base:
+        raise Invalid.field(f"overrides.{knob}", "set by the pair itself")
+    if knob == "scope" and base.get("affinity", "dynamo-nvext") == "none":
+        raise Invalid.field("overrides.affinity", "a scope pair needs affinity dynamo-nvext")
+    with transaction.atomic():
+        runs = []
+        for label, value in (("A", value_a), ("B", value_b)):
+            run_overrides = {**base, knob: value}
+            if knob == "scope":
+                run_overrides.setdefault("affinity", "dynamo-nvext")
+            runs.append(
+                run_svc.run_launch(
+                    actor=actor,
+                    scenario_id=scenario_id,
+                    endpoint_id=endpoint_id,
+                    overrides=run_overrides,
+                    tags=["ab", f"{knob}={value}"],
+                    notes=f"A/B run {label}: {knob} = {value}",
+                    enqueue=False,
+                )
+            )
+        run_a, run_b = runs
+        if run_a.spec.get("seed") != run_b.spec.get("seed"):  # the same overrides: never
+            raise Invalid.field("seed", "the two runs must share their seed")
+        pair = ABPair.objects.create(
+            team=run_a.team,
+            scenario=run_a.scenario,
+            knob=knob,
+            value_a=value_a,
+            value_b=value_b,
+            run_a=run_a,
+            run_b=run_b,
+            created_by=user_or_none(actor),
+        )
+        first, second = _signature(run_a), _signature(run_b)
+        transaction.on_commit(lambda: chain(first, second).apply_async())
+    return pair

@@ -1,0 +1,262 @@
+"""Report pages: the run page's report context, the agent trees, the offline HTML export, the
+comparison, the paired A/B launch and the scenario history. Thin: parse, call a selector or
+service, render."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
+
+from aiperf_web.core.errors import Invalid, NotFound
+from aiperf_web.core.forms import add_service_errors
+from aiperf_web.core.views import page
+from aiperf_web.endpoints.selectors import endpoint_list
+from aiperf_web.reports import selectors, services
+from aiperf_web.reports.forms import ABForm
+from aiperf_web.reports.models import ABPair
+from aiperf_web.runs import selectors as run_sel
+from aiperf_web.runs.models import FINAL, Run
+from aiperf_web.scenarios.selectors import scenario_get, scenario_list
+from aiperf_web.teams.models import Role
+from aiperf_web.teams.selectors import team_ids_for, teams_with_role
+
+STATIC_JS = Path(settings.BASE_DIR) / "static" / "js"
+STATIC_CSS = Path(settings.BASE_DIR) / "static" / "css"
+
+
+def run_page_context(*, run_obj: Run) -> dict[str, Any]:
+    """What the run page (live and report) adds to the run detail context."""
+    report = selectors.run_report(run_obj=run_obj)
+    history = dict(report["history"])
+    history["leak"] = report["leak"]
+    drain = report["drain"]
+    last_log = run_obj.log_lines.order_by("-id").values_list("id", flat=True).first()
+    page_data = {
+        "run_id": str(run_obj.uuid),
+        "status": run_obj.status,
+        "interval_s": (run_obj.spec or {}).get("snapshot_interval_s") or 1.0,
+        "history": history,
+        "by_depth": report["by_depth"],
+        "by_branch_mode": report["by_branch_mode"],
+        "trees_url": f"/reports/runs/{run_obj.uuid}/trees.json" if run_obj.summary else None,
+        "last_log_id": last_log or 0,
+    }
+    return {
+        "report": report,
+        "drain": drain,
+        "drain_workers": [
+            (i, n) for i, n in enumerate((drain or {}).get("orphaned_copies_by_worker") or []) if n
+        ],
+        "verdict": report["verdict"] if report["baseline"] is not None else None,
+        "baseline": report["baseline"],
+        "page_data": page_data,
+    }
+
+
+@page
+def run_trees(request: HttpRequest, run_id: str) -> JsonResponse:
+    run_obj = run_sel.run_get(user=request.user, run_id=run_id)
+    return JsonResponse(selectors.run_trees(run_obj=run_obj))
+
+
+@functools.cache
+def _asset(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8")
+
+
+def _plotly_js() -> str:
+    import plotly
+
+    return _asset(str(Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"))
+
+
+def _module_source(*names: str) -> str:
+    """Our ES modules concatenated into one inline module (their imports dropped: the
+    functions they import are in the same module then)."""
+    parts = []
+    for name in names:
+        text = _asset(str(STATIC_JS / name))
+        parts.append(
+            "\n".join(line for line in text.splitlines() if not line.startswith("import "))
+        )
+    return "\n".join(parts)
+
+
+def _script_safe(text: str) -> str:
+    # Inline <script> content must not close the element early.
+    return text.replace("</script", "<\\/script").replace("<!--", "<\\!--")
+
+
+@page
+def run_export_html(request: HttpRequest, run_id: str) -> HttpResponse:
+    """A self-contained report: plotly.js, our chart code, the run's series, summary and
+    trees inline; opens from a file with no network."""
+    run_obj = run_sel.run_get(user=request.user, run_id=run_id)
+    context = run_page_context(run_obj=run_obj)
+    page_data = context["page_data"]
+    page_data["trees"] = selectors.run_trees(run_obj=run_obj) if run_obj.summary else None
+    summary_rows = run_sel.summary_flat(run_obj.summary)
+    html = render_to_string(
+        "reports/export.html",
+        {
+            **context,
+            "run": run_obj,
+            "summary_main": [(k, v) for k, v in summary_rows if k in run_sel.SUMMARY_KEYS],
+            "summary_more": [(k, v) for k, v in summary_rows if k not in run_sel.SUMMARY_KEYS],
+            "plotly_js": mark_safe(_script_safe(_plotly_js())),
+            "charts_js": mark_safe(_script_safe(_module_source("charts.js"))),
+            "css": mark_safe(
+                _asset(str(STATIC_CSS / "app.css")) + _asset(str(STATIC_CSS / "live.css"))
+            ),
+            "latest": (context["report"]["history"]["latest"] or {}).get("data"),
+        },
+        request=request,
+    )
+    response = HttpResponse(html, content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="run-{run_obj.uuid}-report.html"'
+    return response
+
+
+# -- compare -------------------------------------------------------------------------------------
+
+
+def _run_ids(raw: str | list[str]) -> list[str]:
+    values = raw if isinstance(raw, list) else [raw]
+    return [part for value in values for part in value.split(",") if part.strip()]
+
+
+@page
+def compare(request: HttpRequest) -> HttpResponse:
+    ids = _run_ids(request.GET.getlist("runs"))
+    pair = None
+    if request.GET.get("ab"):
+        pair = ABPair.objects.filter(
+            uuid=request.GET["ab"] if _is_uuid(request.GET["ab"]) else None,
+            team_id__in=team_ids_for(user=request.user),
+        ).first()
+    try:
+        compared = selectors.runs_compare(user=request.user, run_ids=ids)
+    except Invalid as exc:
+        recent = run_sel.run_list(user=request.user, filters=run_sel.RunFilters())[:30]
+        return render(
+            request, "reports/compare_pick.html", {"error": str(exc), "recent": recent}, status=400
+        )
+    runs = compared["runs"]
+    data = {
+        "runs": [
+            {
+                "id": str(r.uuid),
+                "label": _run_label(r, i),
+                "status": r.status,
+                "url": f"/runs/{r.uuid}/",
+            }
+            for i, r in enumerate(runs)
+        ],
+        "series": compared["series"],
+        "active": any(r.status not in FINAL for r in runs),
+    }
+    return render(
+        request,
+        "reports/compare.html",
+        {
+            "runs": list(
+                zip(
+                    runs,
+                    compared["leaks"],
+                    [_run_label(r, i) for i, r in enumerate(runs)],
+                    strict=True,
+                )
+            ),
+            "metrics": compared["metrics"],
+            "pair": pair,
+            "page_data": data,
+        },
+    )
+
+
+def _is_uuid(value: str) -> bool:
+    from aiperf_web.core.ids import parse_uuid
+
+    return parse_uuid(value) is not None
+
+
+def _run_label(r: Run, i: int) -> str:
+    letter = chr(ord("A") + i)
+    spec = r.spec or {}
+    knobs = f"{spec.get('policy', '?')}, {spec.get('affinity', '?')}"
+    if spec.get("affinity") not in (None, "none"):
+        knobs += f"/{spec.get('scope', '?')}"
+    return f"{letter}: {knobs}"
+
+
+# -- paired A/B ------------------------------------------------------------------------------------
+
+
+@page
+def ab_new(request: HttpRequest) -> HttpResponse:
+    if not teams_with_role(user=request.user, role=Role.MEMBER):
+        messages.error(request, "Viewers cannot launch runs.")
+        return redirect("runs:list")
+    scenarios = list(scenario_list(user=request.user))
+    endpoints = list(endpoint_list(user=request.user))
+    initial = {"scenario": request.GET.get("scenario", "")}
+    form = ABForm(request.POST or None, scenarios=scenarios, endpoints=endpoints, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        value_a, value_b = services.AB_DEFAULTS[d["knob"]]
+        try:
+            pair = services.ab_launch(
+                actor=request.user,
+                scenario_id=d["scenario"],
+                endpoint_id=d["target"],
+                knob=d["knob"],
+                value_a=value_a,
+                value_b=value_b,
+                overrides=d["overrides"],
+            )
+        except Invalid as exc:
+            add_service_errors(form, exc.fields, str(exc))
+        else:
+            messages.success(
+                request,
+                f"A/B pair queued: {pair.knob} = {pair.value_a} first, then {pair.value_b}.",
+            )
+            return redirect("reports:ab", pair_id=pair.uuid)
+    return render(request, "reports/ab_new.html", {"form": form})
+
+
+@page
+def ab_detail(request: HttpRequest, pair_id: str) -> HttpResponse:
+    if not _is_uuid(pair_id):
+        raise NotFound("A/B pair not found")
+    pair = ABPair.objects.filter(uuid=pair_id, team_id__in=team_ids_for(user=request.user)).first()
+    if pair is None:
+        raise NotFound("A/B pair not found")
+    return redirect(f"/reports/compare/?runs={pair.run_a.uuid},{pair.run_b.uuid}&ab={pair.uuid}")
+
+
+# -- scenario history ----------------------------------------------------------------------------
+
+
+@page
+def history(request: HttpRequest, scenario_id: str) -> HttpResponse:
+    scenario = scenario_get(user=request.user, scenario_id=scenario_id)
+    found = selectors.scenario_history(scenario=scenario)
+    data = {
+        "points": found["points"],
+        "metrics": found["metrics"],
+        "baseline": str(found["baseline"].uuid) if found["baseline"] else None,
+    }
+    return render(
+        request,
+        "reports/history.html",
+        {"scenario": scenario, **found, "page_data": data},
+    )

@@ -1,0 +1,546 @@
+// Charts of a run, shared by the live page, the report and the offline HTML export.
+//
+// No imports (the export inlines this file next to plotly.js): Plotly is the global that
+// /static/plotly/plotly.min.js defines. A RunView owns every chart of one run page. It is fed
+// samples ({seq, t_s, data}: slim ones from the history, whole ones from the socket), keeps the
+// series, and draws in place: time series grow with Plotly.extendTraces, the "latest" panels
+// (worker bars and table, migration heatmap, inference workers) are replaced with
+// Plotly.react, at most once per animation frame however many samples arrived. Charts
+// scrolled out of view keep their pending points and draw when they come back.
+
+const PALETTE = [
+  "#2458d6", "#e8710a", "#1e8e3e", "#d93025", "#9334e6", "#12b5cb", "#c5221f", "#f9ab00",
+  "#5f6368", "#185abc", "#b06000", "#137333", "#a50e0e", "#681da8", "#007b83", "#795548",
+];
+const PCT_STYLE = { p50: { color: "#2458d6" }, p90: { color: "#e8710a" }, p99: { color: "#d93025" } };
+const CATEGORY_COLORS = {
+  connect: "#5f6368", timeout: "#f9ab00", http_4xx: "#9334e6", http_429: "#e8710a",
+  http_5xx: "#d93025", stream_broken: "#12b5cb", bad_payload: "#795548", cancelled: "#9aa0a6",
+};
+const NO_ERRORS = {
+  text: "no errors", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5,
+  font: { size: 14, color: "#1e8e3e" },
+};
+const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+
+export function workerColor(i) {
+  if (i < PALETTE.length) return PALETTE[i];
+  return `hsl(${(i * 137.508) % 360}, 62%, ${i % 2 ? 42 : 55}%)`;
+}
+
+function layout(title, yTitle, extra = {}) {
+  return {
+    title: { text: title, font: { size: 14 }, x: 0, xanchor: "left" },
+    margin: { l: 56, r: 12, t: 36, b: 30 },
+    height: 270,
+    // Run time on x: a tick suffix instead of an axis title leaves room for the legend.
+    xaxis: { ticksuffix: " s", zeroline: false, automargin: true },
+    yaxis: { title: { text: yTitle }, rangemode: "tozero", zeroline: false },
+    legend: { orientation: "h", y: -0.12, yanchor: "top", font: { size: 11 } },
+    hovermode: "x unified",
+    paper_bgcolor: "rgba(0,0,0,0)",
+    plot_bgcolor: "#fff",
+    ...extra,
+  };
+}
+
+export function fmt(value, digits = 1) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "—";
+  if (typeof value !== "number") return String(value);
+  if (Math.abs(value) >= 1e6) return (value / 1e6).toFixed(2) + " M";
+  if (Math.abs(value) >= 1e4) return Math.round(value).toLocaleString("en-US");
+  if (Number.isInteger(value)) return value.toLocaleString("en-US");
+  return value.toFixed(digits);
+}
+
+export function fmtBytes(n) {
+  if (n === null || n === undefined) return "—";
+  if (n >= 1 << 30) return (n / (1 << 30)).toFixed(2) + " GiB";
+  if (n >= 1 << 20) return (n / (1 << 20)).toFixed(1) + " MiB";
+  if (n >= 1 << 10) return (n / (1 << 10)).toFixed(0) + " KiB";
+  return n + " B";
+}
+
+export function fmtDuration(s) {
+  if (s === null || s === undefined) return "—";
+  if (s < 90) return `${Math.round(s)} s`;
+  if (s < 5400) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+// One chart: its element, its traces, the points waiting to be drawn.
+class Chart {
+  constructor(el, traces, lay) {
+    this.el = el;
+    this.nTraces = traces.length;
+    this.pending = null;
+    this.visible = true;
+    this.ready = !!el;
+    if (el) window.Plotly.newPlot(el, traces, lay, CONFIG);
+  }
+  // xs/ys: one array per trace (same length as traces)
+  add(indices, xs, ys) {
+    if (!this.ready) return;
+    if (!this.pending) this.pending = { idx: indices, x: indices.map(() => []), y: indices.map(() => []) };
+    const p = this.pending;
+    for (let k = 0; k < indices.length; k++) {
+      let j = p.idx.indexOf(indices[k]);
+      if (j < 0) { p.idx.push(indices[k]); p.x.push([]); p.y.push([]); j = p.idx.length - 1; }
+      const px = p.x[j], py = p.y[j], sx = xs[k], sy = ys[k];
+      for (let n = 0; n < sx.length; n++) { px.push(sx[n]); py.push(sy[n]); }
+    }
+  }
+  flush() {
+    if (!this.ready || !this.pending || !this.visible) return false;
+    const p = this.pending;
+    this.pending = null;
+    window.Plotly.extendTraces(this.el, { x: p.x, y: p.y }, p.idx);
+    return true;
+  }
+  addTraces(traces) {
+    if (!this.ready) return;
+    this.flush();
+    window.Plotly.addTraces(this.el, traces);
+    this.nTraces += traces.length;
+  }
+}
+
+export class RunView {
+  // root: the page element; opts: {workers, inferenceWorkers, intervalS}
+  constructor(root, opts = {}) {
+    this.root = root;
+    this.$ = (sel) => root.querySelector(sel);
+    this.lastSeq = -1;
+    this.lastPointT = -Infinity;
+    this.prevPointT = null;
+    this.intervalS = opts.intervalS || 1.0;
+    this.workers = 0;
+    this.categories = [];
+    this.latest = null;
+    this.leak = null;
+    this.frame = null;
+    this.drawnSeqs = [];
+    this.charts = {};
+    this.build();
+    this.observe();
+  }
+
+  build() {
+    const c = this.charts;
+    const el = (id) => this.$(`#${id}`);
+    const pct = (name, unit) => ["p50", "p90", "p99"].map((p) => ({
+      name: `${p}`, x: [], y: [], mode: "lines", line: { width: p === "p50" ? 2 : 1.5, ...PCT_STYLE[p] },
+      hovertemplate: `%{y:.1f} ${unit}<extra>${name} ${p}</extra>`,
+    }));
+    c.ttft = new Chart(el("chart-ttft"), pct("TTFT", "ms"), layout("Time to first token, per interval", "ms"));
+    c.itl = new Chart(el("chart-itl"), pct("ITL", "ms"), layout("Inter-token latency, per interval", "ms"));
+    c.latency = new Chart(el("chart-latency"), pct("latency", "ms"), layout("End-to-end latency, per interval", "ms"));
+    c.throughput = new Chart(el("chart-throughput"), [
+      { name: "requests/s", x: [], y: [], mode: "lines", line: { color: "#1e8e3e", width: 2 } },
+      { name: "errors/s", x: [], y: [], mode: "lines", line: { color: "#d93025", width: 1.5 } },
+    ], layout("Throughput, per interval", "requests / s"));
+    c.errors = new Chart(el("chart-errors"), [], layout("Errors by category (cumulative)", "errors", {
+      hovermode: "x", annotations: [NO_ERRORS],
+    }));
+    c.copies = new Chart(el("chart-copies"), [], layout("Session copies per client worker", "copies", { hovermode: "closest" }));
+    c.orphans = new Chart(el("chart-orphans"), [
+      { name: "all workers", x: [], y: [], mode: "lines", line: { color: "#1d2330", width: 3 } },
+    ], layout("Orphaned session copies (the leak)", "orphaned copies", { hovermode: "closest" }));
+    c.bytes = new Chart(el("chart-bytes"), [], layout("Cached history per client worker", "MiB", { hovermode: "closest" }));
+    c.affinity = new Chart(el("chart-affinity"), [
+      { name: "binds", x: [], y: [], mode: "lines", line: { color: "#2458d6" } },
+      { name: "closes", x: [], y: [], mode: "lines", line: { color: "#1e8e3e" } },
+      { name: "early closes", x: [], y: [], mode: "lines", line: { color: "#d93025", width: 2.5 } },
+      { name: "keys bound", x: [], y: [], mode: "lines", line: { color: "#9334e6", dash: "dot" } },
+    ], layout("Affinity events (cumulative)", "events"));
+    c.migrations = new Chart(el("chart-migration-total"), [
+      { name: "worker switches", x: [], y: [], mode: "lines", line: { color: "#e8710a", width: 2 } },
+      { name: "sessions on >1 worker", x: [], y: [], mode: "lines", line: { color: "#9334e6" } },
+    ], layout("Client-worker migrations (cumulative)", "count"));
+    // Latest-only panels: drawn with Plotly.react.
+    this.workerBarsEl = el("chart-workers");
+    this.heatmapEl = el("chart-heatmap");
+    this.inferenceEl = el("chart-inference");
+  }
+
+  observe() {
+    if (!("IntersectionObserver" in window)) return;
+    const byEl = new Map(Object.values(this.charts).filter((c) => c.el).map((c) => [c.el, c]));
+    this.observer = new IntersectionObserver((entries) => {
+      let woke = false;
+      for (const e of entries) {
+        const chart = byEl.get(e.target);
+        if (!chart) continue;
+        chart.visible = e.isIntersecting;
+        woke = woke || (e.isIntersecting && chart.pending);
+      }
+      if (woke) this.schedule();
+    }, { rootMargin: "200px" });
+    for (const el of byEl.keys()) this.observer.observe(el);
+  }
+
+  ensureWorkers(k) {
+    if (k <= this.workers) return;
+    const from = this.workers;
+    const traces = (unit) => Array.from({ length: k - from }, (_, n) => ({
+      name: `worker ${from + n}`, x: [], y: [], mode: "lines",
+      line: { color: workerColor(from + n), width: 1.4 }, showlegend: false,
+      hovertemplate: `worker ${from + n}: %{y}${unit}<extra></extra>`,
+    }));
+    this.charts.copies.addTraces(traces(""));
+    this.charts.orphans.addTraces(traces(""));
+    this.charts.bytes.addTraces(traces(" MiB"));
+    this.workers = k;
+  }
+
+  ensureCategories(names) {
+    const fresh = names.filter((n) => !this.categories.includes(n));
+    if (!fresh.length) return;
+    if (!this.categories.length && this.charts.errors.ready) {
+      window.Plotly.relayout(this.charts.errors.el, { annotations: [] });
+    }
+    this.charts.errors.addTraces(fresh.map((n) => ({
+      name: n, x: [], y: [], mode: "lines", stackgroup: "errors",
+      line: { color: CATEGORY_COLORS[n] || "#5f6368" },
+    })));
+    this.categories.push(...fresh);
+  }
+
+  // Ingest one sample (slim or whole). Returns false for a duplicate or older one.
+  ingest(sample) {
+    if (sample.seq <= this.lastSeq) return false;
+    this.lastSeq = sample.seq;
+    const d = sample.data || {};
+    const t = d.t_s ?? sample.t_s;
+    const c = this.charts;
+    // Percentiles over time: the intervals this sample closed (dedupe by t_s).
+    const fresh = (d.recent || []).filter((p) => p.t_s > this.lastPointT).sort((a, b) => a.t_s - b.t_s);
+    if (fresh.length) {
+      const xs = [], sets = { ttft_ms: [[], [], []], itl_ms: [[], [], []], latency_ms: [[], [], []] }, rps = [], eps = [];
+      for (const p of fresh) {
+        // Interval width: the smallest gap between points seen (the simulator's intervals are
+        // not the spec's snapshot interval), the spec's until two points are known.
+        if (this.prevPointT !== null) {
+          const gap = p.t_s - this.prevPointT;
+          if (gap > 0 && (this.gapS === undefined || gap < this.gapS)) this.gapS = gap;
+        }
+        this.prevPointT = p.t_s;
+        const width = this.gapS || this.intervalS;
+        xs.push(p.t_s);
+        for (const key of ["ttft_ms", "itl_ms", "latency_ms"]) {
+          const v = p[key] || {};
+          sets[key][0].push(v.p50 ?? null); sets[key][1].push(v.p90 ?? null); sets[key][2].push(v.p99 ?? null);
+        }
+        rps.push(p.requests / width);
+        eps.push(p.errors / width);
+      }
+      this.lastPointT = fresh[fresh.length - 1].t_s;
+      const x3 = [xs, xs, xs];
+      c.ttft.add([0, 1, 2], x3, sets.ttft_ms);
+      c.itl.add([0, 1, 2], x3, sets.itl_ms);
+      c.latency.add([0, 1, 2], x3, sets.latency_ms);
+      c.throughput.add([0, 1], [xs, xs], [rps, eps]);
+    }
+    // Errors by category (cumulative per sample).
+    const cats = d.errors_by_category || {};
+    const names = Object.keys(cats);
+    if (names.length || this.categories.length) {
+      this.ensureCategories(names);
+      c.errors.add(this.categories.map((_, i) => i), this.categories.map(() => [t]),
+        this.categories.map((n) => [cats[n] || 0]));
+    }
+    // Per-worker books over time.
+    const w = d.client_workers;
+    if (w) {
+      const k = Math.max((w.session_copies || []).length, (w.orphaned_copies || []).length);
+      this.ensureWorkers(k);
+      const idx = Array.from({ length: k }, (_, i) => i);
+      const one = idx.map(() => [t]);
+      c.copies.add(idx, one, idx.map((i) => [(w.session_copies || [])[i] || 0]));
+      const orphans = w.orphaned_copies || [];
+      let total = 0;
+      for (const n of orphans) total += n;
+      c.orphans.add([0, ...idx.map((i) => i + 1)], [[t], ...one], [[total], ...idx.map((i) => [orphans[i] || 0])]);
+      c.bytes.add(idx, one, idx.map((i) => [((w.cached_bytes || [])[i] || 0) / 1048576]));
+    }
+    const a = d.affinity;
+    if (a) c.affinity.add([0, 1, 2, 3], [[t], [t], [t], [t]], [[a.binds], [a.closes], [a.early_closes], [a.keys_bound]]);
+    const r = d.routing;
+    if (r) c.migrations.add([0, 1], [[t], [t]], [[r.worker_switches], [r.sessions_multi_worker]]);
+    this.drawnSeqs.push(sample.seq);
+    return true;
+  }
+
+  // A whole snapshot: its latest-only panels and the KPIs.
+  setLatest(sample, leak) {
+    if (sample && (!this.latest || sample.seq >= this.latest.seq)) this.latest = sample;
+    if (leak) this.leak = leak;
+    this.latestDirty = true;
+  }
+
+  schedule() {
+    if (this.frame !== null) return;
+    const raf = window.requestAnimationFrame || ((f) => setTimeout(f, 16));
+    this.frame = raf(() => { this.frame = null; this.draw(); });
+  }
+
+  draw() {
+    const started = performance.now();
+    for (const chart of Object.values(this.charts)) chart.flush();
+    if (this.latestDirty && this.latest) {
+      this.latestDirty = false;
+      this.drawLatest(this.latest.data || {});
+    }
+    if (this.leak) this.drawLeak(this.leak);
+    const seqs = this.drawnSeqs;
+    this.drawnSeqs = [];
+    if (this.onDrawn) this.onDrawn(seqs, performance.now() - started);
+  }
+
+  drawLatest(d) {
+    this.drawKpis(d);
+    this.drawProgress(d);
+    this.drawWorkers(d);
+    this.drawHeatmap(d);
+    this.drawInference(d);
+    const a = d.affinity || {};
+    const set = (sel, v) => { const e = this.$(sel); if (e) e.textContent = fmt(v, 0); };
+    set("#aff-binds", a.binds); set("#aff-closes", a.closes); set("#aff-early", a.early_closes); set("#aff-bound", a.keys_bound);
+    set("#migrations-total", d.migrations_total);
+    const early = this.$("#aff-early");
+    if (early) early.classList.toggle("bad", (a.early_closes || 0) > 0);
+  }
+
+  drawKpis(d) {
+    const put = (key, text) => {
+      for (const e of this.root.querySelectorAll(`[data-kpi="${key}"]`)) {
+        if (e.textContent !== text) e.textContent = text;
+      }
+    };
+    put("requests", fmt(d.requests, 0));
+    put("requests_per_s", fmt(d.requests_per_s, 2));
+    put("errors", fmt(d.errors, 0));
+    put("in_flight", fmt(d.in_flight, 0));
+    for (const k of ["ttft_ms", "itl_ms", "latency_ms"]) {
+      put(`${k}.p50`, fmt((d[k] || {}).p50, 1));
+      put(`${k}.p99`, fmt((d[k] || {}).p99, 1));
+    }
+    const hit = d.prefix_cache_hit_ratio;
+    put("prefix_cache_hit_ratio", hit === null || hit === undefined ? "—" : (100 * hit).toFixed(1) + " %");
+    const r = d.routing || {};
+    put("worker_switches", fmt(r.worker_switches, 0));
+    put("orphaned_session_copies", fmt(r.orphaned_session_copies, 0));
+    put("rss", fmtBytes(d.rss_bytes));
+  }
+
+  drawProgress(d) {
+    const bar = this.$("#progress-bar");
+    if (!bar) return;
+    const pct = Math.round(100 * (d.progress || 0));
+    bar.style.width = `${pct}%`;
+    const text = this.$("#progress-text");
+    if (text) {
+      const eta = d.eta_s === null || d.eta_s === undefined ? "" : `, about ${fmtDuration(d.eta_s)} left`;
+      text.textContent = `${pct} %${eta} · run time ${fmtDuration(d.t_s)} · ${fmt(d.issued, 0)} sent, ${fmt(d.in_flight, 0)} in flight`;
+    }
+  }
+
+  drawWorkers(d) {
+    const w = d.client_workers;
+    if (!w) return;
+    const k = (w.in_flight || w.session_copies || []).length;
+    const ids = Array.from({ length: k }, (_, i) => i);
+    if (this.workerBarsEl) {
+      const bar = (name, values, color) => ({ type: "bar", name, x: ids, y: values || [], marker: { color } });
+      window.Plotly.react(this.workerBarsEl, [
+        bar("in flight", w.in_flight, "#2458d6"),
+        bar("sticky entries", w.sticky_entries, "#12b5cb"),
+        bar("session copies", w.session_copies, "#1e8e3e"),
+        bar("orphaned copies", w.orphaned_copies, "#d93025"),
+      ], layout("Client workers now", "count", {
+        barmode: "group", xaxis: { title: { text: "client worker" }, dtick: k > 24 ? 4 : 1 }, hovermode: "x unified",
+      }), CONFIG);
+    }
+    const body = this.$("#workers-body");
+    if (!body) return;
+    if (body.rows.length !== k) {
+      body.innerHTML = "";
+      for (let i = 0; i < k; i++) {
+        const tr = body.insertRow();
+        tr.insertCell().innerHTML = `<span class="swatch" style="background:${workerColor(i)}"></span>${i}`;
+        for (let j = 0; j < 7; j++) tr.insertCell().className = "num";
+      }
+    }
+    const cols = [w.in_flight, w.sticky_entries, w.session_copies, w.orphaned_copies, w.cached_bytes, w.completed, w.errors];
+    for (let i = 0; i < k; i++) {
+      const cells = body.rows[i].cells;
+      for (let j = 0; j < cols.length; j++) {
+        const v = (cols[j] || [])[i];
+        const text = j === 4 ? fmtBytes(v) : fmt(v, 0);
+        if (cells[j + 1].textContent !== text) cells[j + 1].textContent = text;
+      }
+      cells[4].classList.toggle("bad", ((w.orphaned_copies || [])[i] || 0) > 0);
+    }
+  }
+
+  drawHeatmap(d) {
+    if (!this.heatmapEl) return;
+    const k = ((d.client_workers || {}).in_flight || []).length || this.workers;
+    const pairs = d.migrations || [];
+    const z = Array.from({ length: k }, () => new Array(k).fill(null));
+    for (const [from, to, n] of pairs) if (from < k && to < k) z[to][from] = n;
+    const ids = Array.from({ length: k }, (_, i) => i);
+    window.Plotly.react(this.heatmapEl, [{
+      type: "heatmap", x: ids, y: ids, z, colorscale: [[0, "#fdd9b5"], [1, "#b42318"]], zmin: 0, hoverongaps: false,
+      colorbar: { title: { text: "turns" }, thickness: 10 },
+      hovertemplate: "from worker %{x} to worker %{y}: %{z} turns<extra></extra>",
+    }], layout("Migrations from → to", "to worker", {
+      xaxis: { title: { text: "from worker" }, dtick: k > 24 ? 4 : 1, constrain: "domain" },
+      yaxis: { title: { text: "to worker" }, dtick: k > 24 ? 4 : 1, autorange: "reversed" },
+      height: 300, hovermode: "closest",
+    }), CONFIG);
+    const empty = this.$("#heatmap-empty");
+    if (empty) empty.hidden = pairs.length > 0;
+  }
+
+  drawInference(d) {
+    const inf = d.inference_workers;
+    const note = this.$("#inference-note");
+    if (!this.inferenceEl || !inf) return;
+    const reported = (inf.ids || []).length > 0;
+    if (note) note.hidden = reported;
+    this.inferenceEl.hidden = !reported;
+    if (!reported) return;
+    const x = inf.ids.map((i) => `w${i}`);
+    const traces = [
+      { type: "bar", name: "requests", x, y: inf.requests, marker: { color: "#2458d6" } },
+      { type: "scatter", mode: "markers+lines", name: "cached-token ratio", x, y: inf.cached_token_ratio,
+        yaxis: "y2", marker: { color: "#1e8e3e" }, line: { width: 1 } },
+    ];
+    if (inf.bound_keys) traces.push({ type: "bar", name: "bound keys", x, y: inf.bound_keys, marker: { color: "#9334e6" } });
+    window.Plotly.react(this.inferenceEl, traces, layout("Inference workers", "requests / keys", {
+      barmode: "group", xaxis: { title: { text: "inference worker" } },
+      yaxis2: { title: { text: "cached-token ratio" }, overlaying: "y", side: "right", range: [0, 1], showgrid: false },
+      margin: { l: 56, r: 56, t: 36, b: 40 }, hovermode: "x unified",
+    }), CONFIG);
+  }
+
+  drawLeak(v) {
+    const box = this.$("#leak");
+    if (!box) return;
+    box.className = `leak leak-${v.level}`;
+    const msg = this.$("#leak-message");
+    if (msg && msg.textContent !== v.message) msg.textContent = v.message;
+    const badge = this.$("#leak-badge");
+    if (badge) badge.textContent = v.level === "ok" ? "no leak" : v.level === "growing" ? "leak growing" : "leaked";
+    const body = this.$("#leak-body");
+    if (!body) return;
+    const rows = v.workers.filter((w) => w.orphaned > 0 || w.orphans_per_min > 0)
+      .sort((a, b) => b.orphans_per_min - a.orphans_per_min || b.orphaned - a.orphaned).slice(0, 16);
+    body.innerHTML = rows.map((w) => `<tr><td>${w.worker}</td><td class="num">${w.orphaned}</td>` +
+      `<td class="num">${w.orphans_per_min > 0 ? "+" : ""}${w.orphans_per_min}</td><td class="num">${w.copies}</td>` +
+      `<td class="num">${w.copies_per_min}</td><td class="num">${fmtBytes(w.cached_bytes)}</td></tr>`).join("");
+    const table = this.$("#leak-table");
+    if (table) table.hidden = rows.length === 0;
+  }
+
+  // Feed a history message (or the server-rendered page data): slim samples, then the latest.
+  loadHistory(history) {
+    for (const s of history.samples || []) this.ingest(s);
+    if (history.latest) this.setLatest(history.latest, history.leak);
+    else if (history.leak) this.setLatest(null, history.leak);
+    this.schedule();
+  }
+
+  // Feed one live message.
+  push(message) {
+    const fresh = this.ingest(message);
+    if (fresh) this.setLatest(message, message.leak);
+    this.schedule();
+    return fresh;
+  }
+}
+
+// -- report-only charts -----------------------------------------------------------------------
+
+export function drawSlices(el, slices, title, order) {
+  if (!el) return;
+  const names = order.filter((n) => slices[n]).concat(Object.keys(slices).filter((n) => !order.includes(n)));
+  if (!names.length) { el.textContent = "No requests in this run."; return; }
+  const bar = (metric, p, color, axis) => ({
+    type: "bar", name: `${metric.replace("_ms", "")} ${p}`, x: names,
+    y: names.map((n) => ((slices[n] || {})[metric] || {})[p] ?? null), marker: { color }, xaxis: axis.x, yaxis: axis.y,
+  });
+  const traces = [
+    bar("ttft_ms", "p50", "#7aa2ff", { x: "x", y: "y" }), bar("ttft_ms", "p99", "#2458d6", { x: "x", y: "y" }),
+    bar("latency_ms", "p50", "#f6b26b", { x: "x2", y: "y2" }), bar("latency_ms", "p99", "#e8710a", { x: "x2", y: "y2" }),
+  ];
+  const lay = layout(title, "TTFT (ms)", {
+    grid: { rows: 1, columns: 2, pattern: "independent" }, barmode: "group", hovermode: "closest",
+    xaxis: { title: { text: "" } }, xaxis2: { title: { text: "" } },
+    yaxis2: { title: { text: "latency (ms)" }, rangemode: "tozero" }, height: 280,
+  });
+  window.Plotly.newPlot(el, traces, lay, CONFIG);
+}
+
+export function drawTrees(container, data, mode) {
+  if (!container) return;
+  container.innerHTML = "";
+  const trees = (data && data.trees) || [];
+  if (!trees.length) { container.textContent = "No records stored for this run."; return; }
+  for (const tree of trees) {
+    const box = document.createElement("div");
+    box.className = "tree";
+    container.appendChild(box);
+    const nodes = tree.nodes;
+    const byId = new Map(nodes.map((n) => [n.id, n]));
+    const ex = [], ey = [];
+    for (const n of nodes) {
+      const p = byId.get(n.parent);
+      if (p && n.id !== tree.root) { ex.push(p.depth, n.depth, null); ey.push(p.y, n.y, null); }
+    }
+    const short = (id) => id.split(":").pop();
+    const isChild = (n) => n.depth > 0;
+    let color, symbol, line;
+    if (mode === "inference") {
+      color = nodes.map((n) => (n.inference_worker === null ? "#c0c4cc" : workerColor(n.inference_worker)));
+      symbol = nodes.map((n) => (!isChild(n) ? "square" : n.first_turn_hit ? "star" : "circle-open"));
+      line = { width: nodes.map((n) => (isChild(n) && !n.first_turn_hit ? 3 : 1)), color };
+    } else {
+      color = nodes.map((n) => (n.client_workers.length ? workerColor(n.client_workers[0]) : "#c0c4cc"));
+      symbol = nodes.map((n) => (n.bounced ? "diamond" : "circle"));
+      line = { width: nodes.map((n) => (n.bounced ? 4 : 1)), color: nodes.map((n) => (n.bounced ? "#d93025" : "#fff")) };
+    }
+    const text = nodes.map((n) => {
+      const workers = [...new Set(n.client_workers)].join("→");
+      const hit = n.first_prompt_tokens ? `${n.first_cached_tokens ?? "?"}/${n.first_prompt_tokens} cached` : "no usage";
+      return `<b>${short(n.id)}</b> (${n.branch_mode}, depth ${n.depth})<br>${n.turns} turns on client worker ${workers}` +
+        `${n.bounced ? ` — <b>bounced</b>, ${n.switches} switches` : ""}<br>first turn: inference worker ${n.inference_worker ?? "?"}, ${hit}`;
+    });
+    const labels = nodes.map((n) => (mode === "inference"
+      ? (n.inference_worker === null ? "" : `i${n.inference_worker}`)
+      : (n.bounced ? [...new Set(n.client_workers)].join("→") : n.client_workers.length ? `c${n.client_workers[0]}` : "")));
+    const height = Math.max(160, 28 * (Math.max(...nodes.map((n) => n.y)) + 1) + 70);
+    window.Plotly.newPlot(box, [
+      { x: ex, y: ey, mode: "lines", line: { color: "#b8bec9", width: 1.2 }, hoverinfo: "skip", showlegend: false },
+      { x: nodes.map((n) => n.depth), y: nodes.map((n) => n.y), mode: "markers+text", text: labels,
+        textposition: "middle right", textfont: { size: 10 }, hovertext: text, hoverinfo: "text", showlegend: false,
+        marker: { size: 15, color, symbol, line } },
+    ], {
+      title: { text: `tree ${short(tree.root)}: ${tree.sessions} sessions, ${tree.bounced} bounced`, font: { size: 13 }, x: 0 },
+      margin: { l: 30, r: 60, t: 30, b: 30 }, height,
+      xaxis: { title: { text: "depth" }, dtick: 1, zeroline: false, range: [-0.3, Math.max(...nodes.map((n) => n.depth)) + 0.8] },
+      yaxis: { visible: false, autorange: "reversed" }, hovermode: "closest", plot_bgcolor: "#fff", paper_bgcolor: "rgba(0,0,0,0)",
+    }, CONFIG);
+  }
+}
+
+// The run page without the socket: history + latest from the page's data (report, export).
+export function drawRunPage(root, page) {
+  const view = new RunView(root, { intervalS: page.interval_s });
+  view.loadHistory(page.history);
+  view.draw();
+  drawSlices(root.querySelector("#chart-depth"), page.by_depth || {}, "Latency by tree depth", ["0", "1", "2", "3+"]);
+  drawSlices(root.querySelector("#chart-branch"), page.by_branch_mode || {}, "Latency by branch mode", ["root", "fork", "spawn"]);
+  return view;
+}

@@ -1,0 +1,82 @@
+// The comparison: each run's stored series overlaid (one colour per run). While a run of the
+// set is still going, the runs-list socket tells when one ends and the page reloads.
+import { workerColor } from "./charts.js";
+import { connectRunsList, showState } from "./live.js";
+
+const data = JSON.parse(document.getElementById("compare-data").textContent);
+const CONFIG = { displaylogo: false, responsive: true };
+
+function lay(title, y) {
+  return {
+    title: { text: title, font: { size: 14 }, x: 0 }, height: 260, margin: { l: 56, r: 12, t: 36, b: 40 },
+    xaxis: { title: { text: "run time (s)" } }, yaxis: { title: { text: y }, rangemode: "tozero" },
+    legend: { orientation: "h", y: -0.28 }, hovermode: "x unified", paper_bgcolor: "rgba(0,0,0,0)",
+  };
+}
+
+// Per run: interval points (deduped by t_s) and per-sample cumulative figures.
+function extract(samples) {
+  const pts = new Map();
+  const t = [], orphans = [], switches = [], hit = [];
+  for (const s of samples) {
+    const d = s.data || {};
+    for (const p of d.recent || []) pts.set(p.t_s, p);
+    t.push(d.t_s ?? s.t_s);
+    orphans.push((d.routing || {}).orphaned_session_copies ?? null);
+    switches.push((d.routing || {}).worker_switches ?? null);
+    hit.push(d.prefix_cache_hit_ratio ?? null);
+  }
+  const points = [...pts.values()].sort((a, b) => a.t_s - b.t_s);
+  let gap = Infinity;
+  for (let i = 1; i < points.length; i++) gap = Math.min(gap, points[i].t_s - points[i - 1].t_s);
+  if (!Number.isFinite(gap) || gap <= 0) gap = 1;
+  return {
+    pt: points.map((p) => p.t_s),
+    ttft: points.map((p) => (p.ttft_ms || {}).p99 ?? null),
+    latency: points.map((p) => (p.latency_ms || {}).p99 ?? null),
+    rps: points.map((p) => p.requests / gap),
+    t, orphans, switches, hit,
+  };
+}
+
+const series = data.series.map((s) => extract(s.samples));
+const line = (i, x, y, extra = {}) => ({
+  name: data.runs[i].label, x, y, mode: "lines", line: { color: workerColor(i), width: 2 }, ...extra,
+});
+const draw = (id, title, yTitle, pick) => {
+  const el = document.getElementById(id);
+  if (!el) return;
+  window.Plotly.newPlot(el, series.map((s, i) => pick(s, i)), lay(title, yTitle), CONFIG);
+};
+draw("cmp-ttft", "TTFT p99, per interval", "ms", (s, i) => line(i, s.pt, s.ttft));
+draw("cmp-latency", "Latency p99, per interval", "ms", (s, i) => line(i, s.pt, s.latency));
+draw("cmp-throughput", "Requests per second", "req/s", (s, i) => line(i, s.pt, s.rps));
+draw("cmp-orphans", "Orphaned session copies (the leak)", "copies", (s, i) => line(i, s.t, s.orphans));
+draw("cmp-switches", "Client-worker switches (cumulative)", "switches", (s, i) => line(i, s.t, s.switches));
+draw("cmp-hit", "Prefix-cache hit ratio (cumulative)", "ratio", (s, i) => line(i, s.t, s.hit));
+
+if (data.active) {
+  const ids = new Set(data.runs.map((r) => r.id));
+  const status = Object.fromEntries(data.runs.map((r) => [r.id, r.status]));
+  const stateEl = document.getElementById("live-state");
+  stateEl.hidden = false;
+  connectRunsList({
+    onState: (s) => showState(stateEl, s),
+    onMessage: (m) => {
+      if (m.type !== "runs") return;
+      let ended = false;
+      for (const row of m.rows) {
+        if (!ids.has(row.id)) continue;
+        const box = document.querySelector(`.compared-run[data-run-id="${row.id}"] [data-status]`);
+        if (box) {
+          const pct = row.progress === null || row.progress === undefined ? "" : ` ${Math.round(100 * row.progress)} %`;
+          box.textContent = row.status === "running" ? `running${pct}` : row.status;
+          box.className = `status s-${row.status}`;
+        }
+        if (status[row.id] !== row.status && ["succeeded", "failed", "cancelled"].includes(row.status)) ended = true;
+        status[row.id] = row.status;
+      }
+      if (ended) setTimeout(() => window.location.reload(), 800);
+    },
+  });
+}

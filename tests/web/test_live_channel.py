@@ -1,0 +1,295 @@
+"""The live channel over the real ASGI application (session auth, origin check, the real
+channel layer: Redis in production, in-memory on the embedded default): who may connect,
+history from the database then live messages with no gap and no duplicate, status pushes, the
+runs-list feed, and a viewer who can watch but not cancel."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from django.test import Client
+from django.utils import timezone
+
+from aiperf_web.asgi import application
+from aiperf_web.runs.live import publish_snapshot
+from aiperf_web.runs.models import Run, RunSample, Status
+from tests.web.conftest import World
+from tests.web.wsclient import WebsocketCommunicator
+
+ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+
+
+def _cookie(world: World, persona: str) -> list[tuple[bytes, bytes]]:
+    if persona == "anonymous":
+        return [ORIGIN]
+    client: Client = world.client(persona)
+    session = client.cookies["sessionid"].value
+    return [ORIGIN, (b"cookie", f"sessionid={session}".encode())]
+
+
+def _cookies(world: World) -> dict[str, list[tuple[bytes, bytes]]]:
+    return {p: _cookie(world, p) for p in ("anonymous", "owner", "teammate", "viewer", "outsider")}
+
+
+def _snapshot(seq: int, *, orphans: list[int] | None = None) -> dict[str, Any]:
+    orphans = orphans or [0, 0]
+    return {
+        "t_s": float(seq),
+        "progress": seq / 100,
+        "requests": 10 * seq,
+        "recent": [{"t_s": float(seq), "requests": 10, "errors": 0, "output_tokens": 5,
+                    "ttft_ms": {"p50": 1.0, "p90": 2.0, "p99": 3.0},
+                    "itl_ms": {"p50": 1.0, "p90": 1.0, "p99": 1.0},
+                    "latency_ms": {"p50": 5.0, "p90": 6.0, "p99": 7.0}}],
+        "routing": {"orphaned_session_copies": sum(orphans), "worker_switches": 0},
+        "client_workers": {"orphaned_copies": orphans, "session_copies": [1, 1],
+                           "cached_bytes": [10, 10], "in_flight": [0, 0]},
+        "migrations": [],
+    }  # fmt: skip
+
+
+def _store(run: Run, seq: int, *, publish: bool = True, **kw: Any) -> None:
+    """What the sink does: store the sample, then publish it."""
+    data = _snapshot(seq, **kw)
+    RunSample.objects.create(run=run, seq=seq, t_s=float(seq), data=data)
+    if publish:
+        publish_snapshot(run_uuid=str(run.uuid), seq=seq, t_s=float(seq), data=data)
+
+
+def _running(world: World) -> Run:
+    return Run.objects.create(
+        team=world.team, scenario=world.scenario, scenario_name="alpha-scenario",
+        endpoint=world.endpoint, endpoint_name="alpha-mock", target_kind="endpoint",
+        spec=world.scenario.spec, status=Status.RUNNING,
+    )  # fmt: skip
+
+
+def run_async(body: Callable[[], Awaitable[None]]) -> None:
+    async_to_sync(body)()
+
+
+def _connect(path: str, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+@pytest.mark.parametrize("persona,code", [("anonymous", 4401), ("outsider", 4404)])
+def test_anonymous_and_outsider_websockets_on_a_run_are_refused(
+    transactional_db: Any, mock_url: str, persona: str, code: int
+) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+    run = _running(world)
+
+    async def body() -> None:
+        ws = _connect(f"/ws/runs/{run.uuid}/", cookies[persona])
+        connected, close_code = await ws.connect()
+        assert not connected and close_code == code
+        await ws.disconnect()
+
+    run_async(body)
+
+
+def test_the_runs_list_socket_refuses_anonymous(transactional_db: Any, mock_url: str) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+
+    async def body() -> None:
+        ws = _connect("/ws/runs/", cookies["anonymous"])
+        connected, close_code = await ws.connect()
+        assert not connected and close_code == 4401
+        await ws.disconnect()
+
+    run_async(body)
+
+
+def test_a_foreign_origin_is_refused(transactional_db: Any, mock_url: str) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+    run = _running(world)
+    headers = [h for h in cookies["owner"] if h[0] != b"origin"]
+    headers.append((b"origin", b"http://evil.example"))
+
+    async def body() -> None:
+        ws = _connect(f"/ws/runs/{run.uuid}/", headers)
+        connected, _ = await ws.connect()
+        assert not connected
+        await ws.disconnect()
+
+    run_async(body)
+
+
+def test_an_unknown_or_malformed_run_id_is_refused_like_an_outsider(
+    transactional_db: Any, mock_url: str
+) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+
+    async def body() -> None:
+        for rid in ("00000000-0000-0000-0000-000000000000", "not-a-uuid", str(world.run.pk)):
+            ws = _connect(f"/ws/runs/{rid}/", cookies["owner"])
+            connected, code = await ws.connect()
+            assert not connected and code == 4404
+            await ws.disconnect()
+
+    run_async(body)
+
+
+def test_a_late_joiner_gets_the_history_then_live_samples_with_no_gap_and_no_duplicate(
+    transactional_db: Any, mock_url: str
+) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+    run = _running(world)
+    for seq in range(5):
+        _store(run, seq, publish=False)
+    store = sync_to_async(_store)
+
+    async def body() -> None:
+        # A page that already holds seq 0..1 resumes after 1.
+        ws = _connect(f"/ws/runs/{run.uuid}/?after=1", cookies["teammate"])
+        connected, _ = await ws.connect()
+        assert connected
+        history = await ws.receive_json_from(timeout=5)
+        assert history["type"] == "history"
+        assert [s["seq"] for s in history["samples"]] == [2, 3, 4]
+        assert history["latest"]["seq"] == 4 and history["last_seq"] == 4
+        assert history["status"] == "running"
+
+        await store(run, 5)
+        live = await ws.receive_json_from(timeout=5)
+        assert (live["type"], live["seq"], live["run_id"]) == ("snapshot", 5, str(run.uuid))
+        assert live["data"]["requests"] == 50 and live["leak"]["level"] == "ok"
+
+        # A duplicate publish of 5 is dropped; 6 stored but its message lost: 7 brings both.
+        await sync_to_async(publish_snapshot)(
+            run_uuid=str(run.uuid), seq=5, t_s=5.0, data=_snapshot(5)
+        )
+        await store(run, 6, publish=False)
+        await store(run, 7, orphans=[3, 0])
+        got = [await ws.receive_json_from(timeout=5) for _ in range(2)]
+        assert [m["seq"] for m in got] == [6, 7]
+        assert got[1]["leak"]["level"] == "growing" and got[1]["leak"]["leaking_workers"] == [0]
+        assert await ws.receive_nothing(timeout=0.5)
+        await ws.disconnect()
+
+        # A reconnect from scratch gets everything, whole history, in order.
+        ws = _connect(f"/ws/runs/{run.uuid}/", cookies["owner"])
+        await ws.connect()
+        history = await ws.receive_json_from(timeout=5)
+        assert [s["seq"] for s in history["samples"]] == list(range(8))
+        # Slim history samples: the latency point of each interval once.
+        assert sum(len(s["data"]["recent"]) for s in history["samples"]) == 8
+        assert "migrations" not in history["samples"][0]["data"]
+        await ws.disconnect()
+
+    run_async(body)
+
+
+def test_the_status_change_and_new_log_lines_are_pushed(
+    transactional_db: Any, mock_url: str
+) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+    run = _running(world)
+
+    async def body() -> None:
+        ws = _connect(f"/ws/runs/{run.uuid}/", cookies["viewer"])
+        connected, _ = await ws.connect()
+        assert connected
+        assert (await ws.receive_json_from(timeout=5))["type"] == "history"
+        await sync_to_async(run.log_lines.create)(level="warning", message="no cached tokens")
+        await sync_to_async(_store)(run, 0, publish=False)
+        await sync_to_async(Run.objects.filter(pk=run.pk).update)(
+            status=Status.CANCELLED, reason="cancelled"
+        )
+        seen: dict[str, Any] = {}
+        while "status" not in seen:
+            msg = await ws.receive_json_from(timeout=5)
+            seen[msg["type"]] = msg
+        assert seen["log"]["lines"][0]["message"] == "no cached tokens"
+        # The sample stored before the final status arrives before it.
+        assert seen["snapshot"]["seq"] == 0
+        assert seen["status"]["status"] == "cancelled"
+        await ws.disconnect()
+
+    run_async(body)
+
+
+def test_a_bad_client_message_gets_an_error_not_a_crash(
+    transactional_db: Any, mock_url: str
+) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+
+    async def body() -> None:
+        ws = _connect(f"/ws/runs/{world.run.uuid}/?after=zz", cookies["owner"])
+        connected, _ = await ws.connect()
+        assert connected
+        first = await ws.receive_json_from(timeout=5)
+        assert first == {"type": "error", "message": "after: an integer seq"}
+        assert (await ws.receive_json_from(timeout=5))["type"] == "history"
+        await ws.send_to(text_data="{not json")
+        assert (await ws.receive_json_from(timeout=5))["type"] == "error"
+        await ws.send_json_to({"type": "ping"})
+        assert (await ws.receive_json_from(timeout=5))["type"] == "pong"
+        await ws.disconnect()
+
+    run_async(body)
+
+
+def test_a_viewer_can_watch_but_not_cancel(transactional_db: Any, mock_url: str) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+    run = _running(world)
+
+    async def body() -> None:
+        ws = _connect(f"/ws/runs/{run.uuid}/", cookies["viewer"])
+        connected, _ = await ws.connect()
+        assert connected
+        assert (await ws.receive_json_from(timeout=5))["type"] == "history"
+        await ws.disconnect()
+
+    run_async(body)
+    page = world.client("viewer").get(f"/runs/{run.uuid}/")
+    assert page.status_code == 200 and b'id="cancel"' not in page.content
+    assert world.client("teammate").get(f"/runs/{run.uuid}/").content.count(b'id="cancel"') == 1
+    assert world.client("viewer").post(f"/runs/{run.uuid}/cancel/").status_code == 403
+    assert world.api("viewer").post(f"/api/v1/runs/{run.uuid}/cancel").status_code == 403
+    run.refresh_from_db()
+    assert run.status == Status.RUNNING and run.cancel_requested_at is None
+
+
+def test_the_runs_list_feed_sends_progress_and_the_leak_flag_of_active_runs(
+    transactional_db: Any, mock_url: str
+) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+    run = _running(world)
+    _store(run, 3, publish=False, orphans=[2, 1])
+
+    async def body() -> None:
+        ws = _connect("/ws/runs/", cookies["viewer"])
+        connected, _ = await ws.connect()
+        assert connected
+        msg = await ws.receive_json_from(timeout=5)
+        assert msg["type"] == "runs"
+        row = next(r for r in msg["rows"] if r["id"] == str(run.uuid))
+        assert row["status"] == "running" and row["progress"] == 0.03
+        assert row["requests"] == 30 and row["orphaned"] == 3 and row["leak"] is True
+        # Unchanged rows are not sent again; a change is.
+        await sync_to_async(Run.objects.filter(pk=run.pk).update)(
+            status=Status.SUCCEEDED, finished_at=timezone.now()
+        )
+        msg = await ws.receive_json_from(timeout=5)
+        assert [r["status"] for r in msg["rows"] if r["id"] == str(run.uuid)] == ["succeeded"]
+        await ws.disconnect()
+
+        ws = _connect("/ws/runs/", cookies["outsider"])
+        await ws.connect()
+        assert await ws.receive_nothing(timeout=2.0)
+        await ws.disconnect()
+
+    run_async(body)
