@@ -235,6 +235,9 @@ class ReplayScheduler:
                 self._arrive(turn_index, due_s)
                 continue
             credits.append(self._issue(live, turn_index, due_s, now_s, priming))
+            if not priming and live.template.turns[turn_index].spawns_on_issue:
+                # aiperf's pre_session_spawns: these children start with the turn, not after.
+                self._spawn_children(live, turn_index, now_s, on_issue=True)
             if config.max_requests is not None and self.issued >= config.max_requests:
                 self._stop(now_s)
         return credits
@@ -255,11 +258,11 @@ class ReplayScheduler:
         turn = live.template.turns[credit.turn_index]
         # Children are registered before the spawning turn is accounted, so no request of the
         # tree can be stamped tree-final while they are about to start.
-        if turn.branches:
+        if turn.spawns_on_return:
             if self.stopped:
                 run.incomplete = True  # its children will never run
             else:
-                self._spawn_children(live, credit.turn_index, now_s)
+                self._spawn_children(live, credit.turn_index, now_s, on_issue=False)
         if credit.is_final_turn or session_over:
             self._end_session(
                 live, completed=credit.is_final_turn and not session_over, now_s=now_s
@@ -563,13 +566,19 @@ class ReplayScheduler:
 
     # ------------------------------------------------------------------------- lifecycle
 
-    def _spawn_children(self, parent: _Live, turn_index: int, now_s: float) -> None:
+    def _spawn_children(
+        self, parent: _Live, turn_index: int, now_s: float, *, on_issue: bool
+    ) -> None:
+        """Start the children of the turn's branches that fire at this moment: when the
+        turn is issued (`on_issue`) or when it returns."""
         run = parent.run
         tree = run.tree
         strict = self.config.joins == "strict"
         observer = self._observer
         due = self._due
         for branch in parent.template.turns[turn_index].branches:
+            if branch.on_issue is not on_issue:
+                continue
             for child_id in branch.children:
                 child = self._live(run, tree.sessions[child_id], parent_id=parent.sid)
                 run.outstanding += 1

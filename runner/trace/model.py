@@ -92,6 +92,22 @@ class Turn:
     model: str | None = None
 
     @property
+    def spawns_on_issue(self) -> bool:
+        """Some branch starts its children when this turn is sent."""
+        for branch in self.branches:  # noqa: SIM110 (a loop, not any(): no generator on a hot path)
+            if branch.on_issue:
+                return True
+        return False
+
+    @property
+    def spawns_on_return(self) -> bool:
+        """Some branch starts its children when this turn returns (the usual case)."""
+        for branch in self.branches:  # noqa: SIM110
+            if not branch.on_issue:
+                return True
+        return False
+
+    @property
     def has_forks(self) -> bool:
         for branch in self.branches:  # noqa: SIM110 (a loop, not any(): no generator on a hot path)
             if branch.mode is _FORK:
