@@ -38,7 +38,7 @@ class RunResult:
 def load_workload(workload: Workload, *, seed: int) -> list[Trace]:
     """The traces a spec names, plus the synthetic workload when asked (or when no trace is
     given). Raises TraceError (file, line, fix) or SpecError."""
-    traces = [load_trace(path) for path in workload.traces]
+    traces = [load_trace(path, max_bytes=workload.max_trace_bytes) for path in workload.traces]
     if workload.uses_synthetic:
         config = workload.synthetic or SyntheticConfig(seed=seed)
         traces.append(generate_synthetic(config))

@@ -34,7 +34,7 @@ from runner.errors import SpecError
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.routing.router import Policy
-from runner.trace import SyntheticConfig
+from runner.trace import DEFAULT_MAX_BYTES, SyntheticConfig
 
 __all__ = [
     "ARRIVALS",
@@ -73,6 +73,7 @@ _MODEL = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
 DEFAULT_LANES = 16
+MAX_TRACE_BYTES = 4 * 1024**3  # a ceiling on the ceiling: loaders hold a file in memory
 # Rate and schedule timings start trees when the workload says so; without a cap asked for,
 # this one only guards against a runaway (it is far beyond what one client can drive).
 MAX_CONCURRENCY = 100_000
@@ -88,6 +89,12 @@ class Workload(BaseModel):
     traces: tuple[str, ...] = Field(default=(), description="trace file paths to replay")
     synthetic: SyntheticConfig | None = Field(
         default=None, description="synthetic agentic generator parameters"
+    )
+    max_trace_bytes: int = Field(
+        default=DEFAULT_MAX_BYTES,
+        ge=1,
+        le=MAX_TRACE_BYTES,
+        description="refuse trace files larger than this (loading time grows with size)",
     )
 
     @property

@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Any
 
+from runner.cli.options import add_trace_size_option, trace_size_limit
 from runner.trace import FILE_FORMATS, inspect_trace, load_trace
 
 __all__ = ["add_parser", "run"]
@@ -28,6 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=[f.value for f in FILE_FORMATS],
         help="trace format (default: detected from the content)",
     )
+    add_trace_size_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
@@ -47,7 +49,7 @@ def _table(stats: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    trace = load_trace(args.file, format=args.format)
+    trace = load_trace(args.file, format=args.format, max_bytes=trace_size_limit(args))
     stats = inspect_trace(trace)
     if args.json:
         # Loaders refuse non-finite numbers, so the statistics are finite: strict JSON always.

@@ -19,6 +19,7 @@ from runner.spec import (
     DYNAMO_VERSIONS,
     HEADER_SOURCES,
     JOINS,
+    MAX_TRACE_BYTES,
     POLICIES,
     ROUTER_MODES,
     SCOPES,
@@ -29,13 +30,15 @@ from runner.spec import (
     Workload,
     parse_spec,
 )
-from runner.trace import SyntheticConfig
+from runner.trace import DEFAULT_MAX_BYTES, SyntheticConfig
 
 __all__ = [
     "add_cluster_options",
+    "add_trace_size_option",
     "add_workload_options",
     "build_spec",
     "simulated_target",
+    "trace_size_limit",
 ]
 
 # Defaults come from the spec's own fields, so the CLI and the service never disagree.
@@ -69,6 +72,7 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="trees the synthetic generator makes (default: its own)",
     )
+    add_trace_size_option(source)
     source.add_argument("--seed", type=int, default=0, help="seed for every random choice")
 
     timing = parser.add_argument_group("replay")
@@ -240,6 +244,23 @@ def _flag(field: str) -> str:
     return _FLAGS.get(field) or "--" + field.removeprefix("target.").replace("_", "-")
 
 
+def add_trace_size_option(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--max-trace-mb",
+        type=float,
+        default=DEFAULT_MAX_BYTES / 2**20,
+        metavar="MB",
+        help=f"refuse trace files larger than this (default {DEFAULT_MAX_BYTES / 2**20:g})",
+    )
+
+
+def trace_size_limit(args: argparse.Namespace) -> int:
+    limit = args.max_trace_mb
+    if not 0 < limit <= MAX_TRACE_BYTES / 2**20:
+        raise SpecError(f"--max-trace-mb must be in (0, {MAX_TRACE_BYTES / 2**20:g}], got {limit}")
+    return int(limit * 2**20)
+
+
 def build_spec(args: argparse.Namespace, *, target: Target) -> RunSpec:
     """The run spec the workload options describe, aimed at `target`; errors name flags."""
     try:
@@ -260,7 +281,11 @@ def _build_spec(args: argparse.Namespace, target: Target) -> RunSpec:
         if args.synthetic_trees is not None:
             knobs["trees"] = args.synthetic_trees
         synthetic = _synthetic(knobs)
-    workload = Workload(traces=tuple(str(path) for path in args.trace), synthetic=synthetic)
+    workload = Workload(
+        traces=tuple(str(path) for path in args.trace),
+        synthetic=synthetic,
+        max_trace_bytes=trace_size_limit(args),
+    )
     return parse_spec(
         {
             "workload": workload.model_dump(),

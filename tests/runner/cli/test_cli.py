@@ -85,3 +85,15 @@ def test_a_malformed_trace_names_the_file_and_line(tmp_path, capsys):
     assert main(["simulate", "--trace", str(bad)]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and ":1" in err
+
+
+def test_the_trace_size_limit_is_named_and_can_be_raised(tmp_path, capsys):
+    path = tmp_path / "big.jsonl"
+    row = {"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1, 2]}
+    path.write_text((json.dumps(row) + "\n") * 2000)  # about 160 KB
+    assert main(["inspect", str(path), "--max-trace-mb", "0.1", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "over the 104,857 bytes limit" in err and err.count("\n") == 1
+    assert main(["inspect", str(path), "--max-trace-mb", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 2000
+    assert main(["simulate", "--trace", str(path), "--max-trace-mb", "0.1", "--duration", "1"]) == 2
