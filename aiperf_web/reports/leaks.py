@@ -141,11 +141,11 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
     level: LeakLevel = "ok"
     if orphaned > 0:
         level = "growing" if growing else "leak"
-    window_text = _fmt_t(dt_s) if dt_s > 0 else "the first sample"
+    window_text = f"the last {_fmt_t(dt_s)}" if dt_s > 0 else "the samples so far"
     if level == "growing":
         message = (
             f"Leaking: orphaned session copies are growing on {_workers_text(growing)} "
-            f"(+{orphans_per_min:g} per minute over the last {window_text}); "
+            f"(+{orphans_per_min:g} per minute over {window_text}); "
             f"{orphaned} orphaned copies on {len(leaking)} of {k} workers, "
             f"the first at t = {_fmt_t(since or 0.0)}. These histories will never be read "
             "again: sessions are bouncing between client workers (the spawn-pin policy keeps "
@@ -154,7 +154,7 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
     elif level == "leak":
         message = (
             f"Leaked: {orphaned} orphaned session copies on {_workers_text(leaking)} since "
-            f"t = {_fmt_t(since or 0.0)}, not growing over the last {window_text}. "
+            f"t = {_fmt_t(since or 0.0)}, not growing over {window_text}. "
             "Sessions bounced between client workers and left stale histories behind."
         )
     else:

@@ -77,7 +77,7 @@ def ab_launch(
                     scenario_id=scenario_id,
                     endpoint_id=endpoint_id,
                     overrides=run_overrides,
-                    tags=["ab", f"{knob}={value}"],
+                    tags=["ab", f"{knob}:{value}"],
                     notes=f"A/B run {label}: {knob} = {value}",
                     enqueue=False,
                 )

@@ -8,9 +8,9 @@ const CONFIG = { displaylogo: false, responsive: true };
 
 function lay(title, y) {
   return {
-    title: { text: title, font: { size: 14 }, x: 0 }, height: 260, margin: { l: 56, r: 12, t: 36, b: 40 },
-    xaxis: { title: { text: "run time (s)" } }, yaxis: { title: { text: y }, rangemode: "tozero" },
-    legend: { orientation: "h", y: -0.28 }, hovermode: "x unified", paper_bgcolor: "rgba(0,0,0,0)",
+    title: { text: title, font: { size: 14 }, x: 0 }, height: 270, margin: { l: 56, r: 12, t: 36, b: 30 },
+    xaxis: { ticksuffix: " s", automargin: true }, yaxis: { title: { text: y }, rangemode: "tozero" },
+    legend: { orientation: "h", y: -0.12, yanchor: "top" }, hovermode: "x unified", paper_bgcolor: "rgba(0,0,0,0)",
   };
 }
 
