@@ -282,7 +282,8 @@ def test_a_paired_ab_runs_one_after_the_other_and_the_leak_shows_in_legacy_only(
     try:
         wait_for(done, timeout_s=120, every_s=0.2)
     except AssertionError:
-        raise AssertionError([(r.status, r.reason) for r in Run.objects.filter(pk__in=[a.pk, b.pk])]) from None
+        states = [(r.status, r.reason) for r in Run.objects.filter(pk__in=[a.pk, b.pk])]
+        raise AssertionError(f"the pair did not finish: {states}") from None
     a.refresh_from_db()
     b.refresh_from_db()
     assert (a.status, b.status) == ("succeeded", "succeeded"), (a.reason, b.reason)
