@@ -142,7 +142,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "aiperf.sqlite3",
+            "NAME": str(DATA_DIR / "aiperf.sqlite3"),
             # The worker thread writes samples while pages read: WAL lets readers go on, and
             # IMMEDIATE transactions take the write lock up front instead of failing mid-way.
             "OPTIONS": {

@@ -370,6 +370,19 @@ def run_execute(*, run_uuid: str, worker: str) -> str:
             watcher.join(timeout=5)
 
 
+def runs_requeue_queued() -> int:
+    """Send every queued run to the broker again (after an in-memory broker was lost)."""
+    count = 0
+    for run_uuid, spec in Run.objects.filter(status=Status.QUEUED).values_list("uuid", "spec"):
+        try:
+            limit = run_time_limit_s(spec_parse(spec))
+        except Invalid:
+            limit = 24 * 3600
+        _enqueue(str(run_uuid), time_limit_s=limit)
+        count += 1
+    return count
+
+
 def runs_reap_stale(*, older_than_s: float | None = None) -> int:
     """Mark failed every running run whose worker stopped writing its heartbeat (a killed
     worker process or host). Returns how many."""

@@ -20,7 +20,8 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from aiperf_web.core.mock import MockServer, die_with_parent
 from aiperf_web.core.services import DEMO_USER, demo_bootstrap, mock_url_default
-from aiperf_web.core.worker import EmbeddedWorker
+from aiperf_web.core.worker import EmbeddedWorker, StaleRunReaper
+from aiperf_web.runs.services import runs_requeue_queued
 
 
 class Command(BaseCommand):
@@ -66,6 +67,11 @@ class Command(BaseCommand):
                 if settings.EMBEDDED:
                     worker = EmbeddedWorker(concurrency=settings.AIPERF_EMBEDDED_WORKERS)
                     worker.start()
+                    # The in-memory broker died with the previous process: its queued runs
+                    # are sent again (the claim makes a duplicate harmless).
+                    requeued = runs_requeue_queued()
+                    if requeued:
+                        out.write(f"re-queued {requeued} run(s) left queued by the last start")
                 else:
                     worker_process = subprocess.Popen(
                         [
@@ -100,6 +106,8 @@ class Command(BaseCommand):
                 f"(database {db}, worker {broker}, built-in mock {mock_url})\n"
                 f"  log in as {DEMO_USER}, password {password_hint}"
             )
+            # Runs whose worker died (a killed process) are failed, here as in every worker.
+            StaleRunReaper().start()
             # uvicorn re-raises SIGTERM after its graceful shutdown; as SystemExit it lets the
             # `finally` below stop the worker and the mock instead of orphaning them.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
