@@ -27,10 +27,9 @@ MOCK_MODEL = "mock-model"
 
 # The demo: the real Claude Code session with three Explore subagents (SPAWN children), 64
 # lanes each starting at a random instant of the tree (t*), 100× faster than recorded, for a
-# minute (about 180 requests; simulated, legacy routing bounces 3 subagent sessions between
-# client workers where spawn-pin bounces none). With spawn-pin routing no session bounces between client workers
-# (sessions_multi_worker = 0), and lineage affinity binds each tree to one inference worker
-# without an early close; re-run with {"policy": "legacy"} to see the subagents bounce (seed
+# minute (about 180 requests). With spawn-pin routing no session bounces between client
+# workers (sessions_multi_worker = 0; simulated, legacy bounces 3 subagent sessions), and
+# lineage affinity binds each tree to one inference worker without an early close; re-run with {"policy": "legacy"} to see the subagents bounce (seed
 # 004), or {"scope": "conversation"} to see the children's first requests miss the cache
 # (seed 000).
 DEMO_SPEC: dict[str, Any] = {
