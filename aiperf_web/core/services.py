@@ -26,12 +26,12 @@ MOCK_ENDPOINT = "built-in mock"
 MOCK_MODEL = "mock-model"
 
 # The demo: the real Claude Code session with three Explore subagents (SPAWN children), 64
-# lanes each starting at a random instant of the tree (t*), 100× faster than recorded, for a
+# lanes each starting at a random instant of the tree (t*), 100x faster than recorded, for a
 # minute (about 180 requests). With spawn-pin routing no session bounces between client
 # workers (sessions_multi_worker = 0; simulated, legacy bounces 3 subagent sessions), and
-# lineage affinity binds each tree to one inference worker without an early close; re-run with {"policy": "legacy"} to see the subagents bounce (seed
-# 004), or {"scope": "conversation"} to see the children's first requests miss the cache
-# (seed 000).
+# lineage affinity binds each tree to one inference worker without an early close. Re-run
+# with {"policy": "legacy"} to see subagents bounce (seed 004), or {"scope": "conversation"}
+# to see the children's first requests miss the cache (seed 000).
 DEMO_SPEC: dict[str, Any] = {
     "timing": "lanes",
     "concurrency": 64,
