@@ -94,7 +94,6 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    @database_sync_to_async
     def _history(self, after: int) -> tuple[live_sel.History, list[LeakPoint], list[Any]]:
         history = live_sel.run_history(run_obj=self.run_obj, after_seq=after)
         points = live_sel.run_leak_points(run_obj=self.run_obj)
@@ -103,7 +102,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def _send_history(self, after: int) -> None:
         async with self.lock:
-            history, self.leak_points, lines = await self._history(after)
+            history, self.leak_points, lines = await database_sync_to_async(self._history)(after)
             self.last_seq = history["last_seq"]
             if lines:
                 self.last_log_id = lines[-1]["id"]
@@ -171,7 +170,6 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     # -- status and log ----------------------------------------------------------------------
 
-    @database_sync_to_async
     def _read_status(self) -> tuple[str, str, list[dict[str, Any]]]:
         row = Run.objects.filter(pk=self.run_obj.pk).values("status", "reason").first()
         if row is None:
@@ -183,7 +181,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         while True:
             await asyncio.sleep(STATUS_POLL_S)
             try:
-                status, reason, lines = await self._read_status()
+                status, reason, lines = await database_sync_to_async(self._read_status)()
             except Exception:
                 log.warning("run %s: status poll failed", self.run_id, exc_info=True)
                 continue

@@ -15,6 +15,7 @@ from aiperf_web.live.selectors import run_leak_points
 from aiperf_web.reports import selectors, services
 from aiperf_web.reports.leaks import leak_assess
 from aiperf_web.runs import selectors as run_sel
+from aiperf_web.runs.models import Run
 
 router = Router(tags=["reports"])
 
@@ -96,6 +97,7 @@ def run_verdict(request: HttpRequest, run_id: str, baseline: str = "") -> Any:
     """The run against a baseline: the scenario's baseline run unless `baseline` names one.
     A CI job launches, waits for a final status, and fails when `verdict` is `fail`."""
     run_obj = run_sel.run_get(user=request.user, run_id=run_id)
+    base: Run | None
     if baseline:
         base = run_sel.run_get(user=request.user, run_id=baseline)
     else:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -32,10 +32,10 @@ class ABForm(forms.Form):
         self, *args: Any, scenarios: list[Any], endpoints: list[Any], **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["scenario"].choices = [
+        cast(forms.ChoiceField, self.fields["scenario"]).choices = [
             (str(s.uuid), f"{s.name} ({s.team.name})") for s in scenarios
         ]
-        self.fields["target"].choices = [
+        cast(forms.ChoiceField, self.fields["target"]).choices = [
             (str(e.uuid), f"{e.name} — {e.base_url}") for e in endpoints
         ] + [("simulated", "simulated cluster (virtual time: an hour in seconds)")]
         if not self.is_bound:

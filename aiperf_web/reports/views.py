@@ -17,6 +17,7 @@ from django.utils.safestring import mark_safe
 
 from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.forms import add_service_errors
+from aiperf_web.core.ids import parse_uuid
 from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
 from aiperf_web.reports import selectors, services
@@ -137,10 +138,10 @@ def _run_ids(raw: str | list[str]) -> list[str]:
 def compare(request: HttpRequest) -> HttpResponse:
     ids = _run_ids(request.GET.getlist("runs"))
     pair = None
-    if request.GET.get("ab"):
+    ab_id = parse_uuid(request.GET.get("ab"))
+    if ab_id is not None:
         pair = ABPair.objects.filter(
-            uuid=request.GET["ab"] if _is_uuid(request.GET["ab"]) else None,
-            team_id__in=team_ids_for(user=request.user),
+            uuid=ab_id, team_id__in=team_ids_for(user=request.user)
         ).first()
     try:
         compared = selectors.runs_compare(user=request.user, run_ids=ids)
@@ -180,12 +181,6 @@ def compare(request: HttpRequest) -> HttpResponse:
             "page_data": data,
         },
     )
-
-
-def _is_uuid(value: str) -> bool:
-    from aiperf_web.core.ids import parse_uuid
-
-    return parse_uuid(value) is not None
 
 
 def _run_label(r: Run, i: int) -> str:
@@ -235,9 +230,12 @@ def ab_new(request: HttpRequest) -> HttpResponse:
 
 @page
 def ab_detail(request: HttpRequest, pair_id: str) -> HttpResponse:
-    if not _is_uuid(pair_id):
-        raise NotFound("A/B pair not found")
-    pair = ABPair.objects.filter(uuid=pair_id, team_id__in=team_ids_for(user=request.user)).first()
+    uid = parse_uuid(pair_id)
+    pair = (
+        ABPair.objects.filter(uuid=uid, team_id__in=team_ids_for(user=request.user)).first()
+        if uid is not None
+        else None
+    )
     if pair is None:
         raise NotFound("A/B pair not found")
     return redirect(f"/reports/compare/?runs={pair.run_a.uuid},{pair.run_b.uuid}&ab={pair.uuid}")
