@@ -20,6 +20,8 @@ from runner.client import EndpointError, EndpointInfo
 from runner.errors import BadInput, RunnerError, SpecError, TraceError
 from runner.metrics.records import ERROR_CATEGORIES, ErrorCategory
 from runner.output import (
+    LATENCY_KEYS,
+    SUMMARY_KEYS,
     ClientWorkerArrays,
     InferenceWorkerArrays,
     ListSink,
@@ -45,6 +47,8 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "ERROR_CATEGORIES",
     "FILE_FORMATS",
+    "LATENCY_KEYS",
+    "SUMMARY_KEYS",
     "BadInput",
     "ClientWorkerArrays",
     "EndpointError",

@@ -22,7 +22,9 @@ from runner.metrics.records import RequestRecordJson
 from runner.replay.engine import Engine
 
 __all__ = [
+    "LATENCY_KEYS",
     "MIGRATION_PAIRS_SHOWN",
+    "SUMMARY_KEYS",
     "ClientWorkerArrays",
     "InferenceWorkerArrays",
     "ListSink",
@@ -38,6 +40,26 @@ __all__ = [
 
 RunStatus = Literal["succeeded", "failed", "cancelled"]
 RecordDict = RequestRecordJson
+
+# The summary's stable keys (PRODUCT.md §6), in the order a report shows them: counts first,
+# then the latency percentiles.
+SUMMARY_KEYS: Final = (
+    "requests",
+    "sessions",
+    "trees",
+    "trees_completed",
+    "sessions_multi_worker",
+    "worker_switches",
+    "orphaned_session_copies",
+    "peak_session_copies",
+    "context_rebuilds",
+    "prefix_cache_hit_ratio",
+    "affinity_binds",
+    "affinity_closes",
+    "early_closes",
+    "errors",
+)
+LATENCY_KEYS: Final = ("ttft_ms", "itl_ms", "latency_ms")
 
 # The from→to pairs a snapshot carries, largest first: 64 workers could make 4,032 pairs,
 # which alone would break the 16 KB budget; the heatmap is read for its big cells.

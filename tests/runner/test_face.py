@@ -332,3 +332,10 @@ def test_start_windows_and_caps_only_go_with_the_timings_that_use_them():
     with pytest.raises(SpecError, match="no concurrency"):
         parse_spec({"timing": "schedule", "concurrency": 4})
     assert parse_spec({"timing": "closed", "start_window": [0, 1]}).timing == "closed"
+
+
+def test_every_summary_carries_the_stable_keys_the_face_names():
+    summary = run(_small_sim(duration_s=60)).summary
+    assert set(runner.SUMMARY_KEYS) | set(runner.LATENCY_KEYS) <= set(summary)
+    for name in runner.LATENCY_KEYS:
+        assert {"p50", "p90", "p99"} <= set(summary[name])  # type: ignore[literal-required]
