@@ -8,6 +8,7 @@ a run twice, and a run cancelled while queued is never started.
 
 from __future__ import annotations
 
+import gc
 import logging
 import tempfile
 import threading
@@ -320,6 +321,9 @@ def run_execute(*, run_uuid: str, worker: str) -> str:
             check_outbound_url(spec.target.url)
             if run_obj.endpoint is not None:
                 spec = spec.with_api_key(endpoint_api_key(endpoint=run_obj.endpoint))
+        # Everything allocated so far (Django, the app, the spec) lives as long as the process:
+        # moved out of the collector's sight, the engine's frequent collections do not walk it.
+        gc.freeze()
         watcher = _Watcher(run_pk=run_obj.pk, stop=stop, limit_s=run_time_limit_s(spec) - 60)
         watcher.start()
         sink = RunSink(run=run_obj, stop=stop)
