@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from aiperf_web.api import schemas as s
 from aiperf_web.core.errors import Forbidden, Invalid, NotFound
+from aiperf_web.core.streaming import stream_response
 from aiperf_web.endpoints import selectors as endpoint_sel
 from aiperf_web.endpoints import services as endpoint_svc
 from aiperf_web.endpoints.models import Endpoint
@@ -545,12 +546,12 @@ def run_records(
     """Per-request records, one JSON object per line, streamed. Warmup requests only with
     `include_warmup=true`."""
     run_obj = run_sel.run_get(user=request.user, run_id=run_id)
-    response = StreamingHttpResponse(
+    return stream_response(
+        request,
         run_sel.run_records_jsonl(run_obj=run_obj, include_warmup=include_warmup),
         content_type="application/x-ndjson",
+        filename=f"run-{run_obj.uuid}-records.jsonl",
     )
-    response["Content-Disposition"] = f'attachment; filename="run-{run_obj.uuid}-records.jsonl"'
-    return response
 
 
 @api.get("/runs/{run_id}/summary.json", response=dict[str, Any], tags=["runs"])

@@ -124,23 +124,23 @@ def run_log_tail(*, run_obj: Run, limit: int = 50) -> list[RunLog]:
     return list(reversed(RunLog.objects.filter(run=run_obj).order_by("-id")[:limit]))
 
 
-def run_records_jsonl(*, run_obj: Run, include_warmup: bool = False) -> Iterator[bytes]:
-    """The run's records as JSON lines, streamed from the database in chunks (never the whole
-    set in memory). The stored JSON text is passed through without decoding."""
+def run_records_jsonl(
+    *, run_obj: Run, include_warmup: bool = False, chunk_rows: int = 2000
+) -> Iterator[bytes]:
+    """The run's records as JSON lines, in chunks of `chunk_rows` (never the whole set in
+    memory). Each chunk is its own keyset query on the (run, seq) key, so no cursor has to
+    outlive a chunk; the stored JSON text is passed through without decoding."""
     qs = RunRecord.objects.filter(run=run_obj)
     if not include_warmup:
         qs = qs.filter(warmup=False)
-    rows = (
-        qs.order_by("seq").annotate(text=Cast("data", TextField())).values_list("text", flat=True)
-    )
-    chunk: list[str] = []
-    for text in rows.iterator(chunk_size=2000):
-        chunk.append(text)
-        if len(chunk) >= 500:
-            yield ("\n".join(chunk) + "\n").encode()
-            chunk = []
-    if chunk:
-        yield ("\n".join(chunk) + "\n").encode()
+    rows = qs.order_by("seq").annotate(text=Cast("data", TextField())).values_list("seq", "text")
+    last = -1
+    while True:
+        chunk = list(rows.filter(seq__gt=last)[:chunk_rows])
+        if not chunk:
+            return
+        last = chunk[-1][0]
+        yield ("\n".join(text for _, text in chunk) + "\n").encode()
 
 
 def summary_flat(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from aiperf_web.core.errors import Invalid
 from aiperf_web.core.forms import add_service_errors, spec_values
+from aiperf_web.core.streaming import stream_response
 from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
 from aiperf_web.reports.views import run_page_context
@@ -201,11 +202,12 @@ def run_meta(request: HttpRequest, run_id: str) -> HttpResponse:
 @page
 def run_records(request: HttpRequest, run_id: str) -> StreamingHttpResponse:
     run_obj = selectors.run_get(user=request.user, run_id=run_id)
-    response = StreamingHttpResponse(
-        selectors.run_records_jsonl(run_obj=run_obj), content_type="application/x-ndjson"
+    return stream_response(
+        request,
+        selectors.run_records_jsonl(run_obj=run_obj),
+        content_type="application/x-ndjson",
+        filename=f"run-{run_obj.uuid}-records.jsonl",
     )
-    response["Content-Disposition"] = f'attachment; filename="run-{run_obj.uuid}-records.jsonl"'
-    return response
 
 
 @page

@@ -364,3 +364,28 @@ def test_launch_form_choices_left_blank_keep_the_scenarios_values(world: World) 
         "dynamo-nvext",
         "lineage",
     )
+
+
+def test_records_stream_chunk_by_chunk_under_asgi(world: World) -> None:
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    from aiperf_web.runs.sink import records_insert
+
+    records_insert(
+        run_pk=world.run.pk,
+        first_seq=3,
+        batch=[{"request_id": i, "warmup": False} for i in range(4, 4500)],  # type: ignore[misc]
+    )
+    client = AsyncClient()
+    auth = {"Authorization": f"Bearer {world.tokens['owner']}"}
+
+    async def fetch() -> tuple[bool, list[bytes]]:
+        response = await client.get(f"/api/v1/runs/{world.run.uuid}/records.jsonl", headers=auth)
+        assert response.status_code == 200, response.content
+        return response.is_async, [chunk async for chunk in response.streaming_content]
+
+    is_async, chunks = async_to_sync(fetch)()
+    assert is_async and len(chunks) == 3  # 2000-row chunks, never the whole set at once
+    lines = b"".join(chunks).splitlines()
+    assert len(lines) == 2 + 4496
