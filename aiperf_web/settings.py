@@ -216,7 +216,13 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 200, "expiry": 30},
+            # socket_timeout None: redis-py 8 defaults to a 5 s read timeout, which kills every
+            # idle consumer (channels-redis blocks on BZPOPMIN for 5 s; its issue #422).
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                "capacity": 200,
+                "expiry": 30,
+            },
         }
     }
 else:

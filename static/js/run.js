@@ -48,6 +48,14 @@ function appendLog(lines) {
   if (stick) pre.scrollTop = pre.scrollHeight;
 }
 
+function ended() {
+  const note = document.getElementById("ended-note");
+  if (note) note.hidden = false;
+  if (probe.socket) probe.socket.close();
+  // Give the last frame a moment, then the report from the database.
+  setTimeout(() => window.location.reload(), 1200);
+}
+
 if (!FINAL.has(page.status)) {
   const stateEl = document.getElementById("live-state");
   let seenLog = page.last_log_id || 0;
@@ -61,6 +69,7 @@ if (!FINAL.has(page.status)) {
         view.loadHistory(m);
         probe.ingestMs.push(performance.now() - t0);
         if (m.status) setStatus(m.status, m.reason);
+        if (FINAL.has(m.status)) ended();  // it ended between the page and the socket
         appendLog((m.log || []).filter((l) => l.id > seenLog));
         if (m.log && m.log.length) seenLog = Math.max(seenLog, m.log[m.log.length - 1].id);
       } else if (m.type === "snapshot") {
@@ -73,13 +82,7 @@ if (!FINAL.has(page.status)) {
         if (m.lines.length) seenLog = Math.max(seenLog, m.lines[m.lines.length - 1].id);
       } else if (m.type === "status") {
         setStatus(m.status, m.reason);
-        if (FINAL.has(m.status)) {
-          const note = document.getElementById("ended-note");
-          if (note) note.hidden = false;
-          probe.socket.close();
-          // Give the last frame a moment, then the report from the database.
-          setTimeout(() => window.location.reload(), 1200);
-        }
+        if (FINAL.has(m.status)) ended();
       }
     },
   });

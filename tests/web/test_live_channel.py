@@ -188,6 +188,28 @@ def test_a_late_joiner_gets_the_history_then_live_samples_with_no_gap_and_no_dup
     run_async(body)
 
 
+def test_an_idle_socket_stays_open_past_the_redis_read_timeout(
+    transactional_db: Any, mock_url: str
+) -> None:
+    """redis-py 8 reads with a 5 s timeout unless told otherwise; channels-redis blocks 5 s on
+    an idle channel, so a consumer with nothing to send used to die (settings.CHANNEL_LAYERS)."""
+    world = World(mock_url)
+    cookies = _cookies(world)
+    run = _running(world)
+
+    async def body() -> None:
+        ws = _connect(f"/ws/runs/{run.uuid}/", cookies["owner"])
+        connected, _ = await ws.connect()
+        assert connected
+        assert (await ws.receive_json_from(timeout=5))["type"] == "history"
+        assert await ws.receive_nothing(timeout=7.0)
+        await sync_to_async(_store)(run, 0)
+        assert (await ws.receive_json_from(timeout=5))["seq"] == 0
+        await ws.disconnect()
+
+    run_async(body)
+
+
 def test_the_status_change_and_new_log_lines_are_pushed(
     transactional_db: Any, mock_url: str
 ) -> None:
