@@ -29,7 +29,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from aiperf_web.core.errors import ServiceError
 from aiperf_web.live import selectors as live_sel
-from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_point
+from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_brief, leak_point
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.live import run_group
 from aiperf_web.runs.models import FINAL, Run
@@ -113,7 +113,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                     **history,
                     "status": self.status,
                     "reason": self.reason,
-                    "leak": leak_assess(self.leak_points),
+                    "leak": leak_brief(leak_assess(self.leak_points)),
                     "log": lines[-50:],
                 }
             )
@@ -164,7 +164,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 "seq": seq,
                 "t_s": t_s,
                 "data": data,
-                "leak": leak_assess(self.leak_points),
+                "leak": leak_brief(leak_assess(self.leak_points)),
             }
         )
 

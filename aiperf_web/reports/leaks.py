@@ -179,6 +179,19 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
     }
 
 
+BRIEF_WORKERS = 16
+
+
+def leak_brief(verdict: LeakVerdict) -> LeakVerdict:
+    """The verdict as the live page needs it: only the workers that hold or grow orphans, the
+    worst BRIEF_WORKERS of them (64 workers in full would double a snapshot message)."""
+    shown = sorted(
+        (w for w in verdict["workers"] if w["orphaned"] > 0 or w["orphans_per_min"] > 0),
+        key=lambda w: (-w["orphans_per_min"], -w["orphaned"]),
+    )[:BRIEF_WORKERS]
+    return {**verdict, "workers": shown}
+
+
 def leak_flag(*, orphaned: int | None, drain_verdict: str | None = None) -> bool:
     """The runs list's flag: a finished run by its drain verdict, a running one by its
     current orphan count."""

@@ -22,6 +22,7 @@ from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
 from aiperf_web.reports import selectors, services
 from aiperf_web.reports.forms import ABForm
+from aiperf_web.reports.leaks import leak_brief
 from aiperf_web.reports.models import ABPair
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import FINAL, Run
@@ -37,7 +38,7 @@ def run_page_context(*, run_obj: Run) -> dict[str, Any]:
     """What the run page (live and report) adds to the run detail context."""
     report = selectors.run_report(run_obj=run_obj)
     history = dict(report["history"])
-    history["leak"] = report["leak"]
+    history["leak"] = leak_brief(report["leak"])
     drain = report["drain"]
     last_log = run_obj.log_lines.order_by("-id").values_list("id", flat=True).first()
     page_data = {

@@ -21,6 +21,9 @@ const NO_ERRORS = {
   text: "no errors", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5,
   font: { size: 14, color: "#1e8e3e" },
 };
+const FRAME_BUDGET_MS = 12;
+const SLOW_REDRAW_MS = 3000;
+const COUNTER_REDRAW_MS = 2000;
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
 export function workerColor(i) {
@@ -91,7 +94,7 @@ class Chart {
     }
   }
   flush() {
-    if (!this.ready || !this.pending || !this.visible) return false;
+    if (!this.ready || !this.pending) return false;
     const p = this.pending;
     this.pending = null;
     window.Plotly.extendTraces(this.el, { x: p.x, y: p.y }, p.idx);
@@ -121,6 +124,7 @@ export class RunView {
     this.frame = null;
     this.drawnSeqs = [];
     this.charts = {};
+    this.panelDirty = {};
     this.build();
     this.observe();
   }
@@ -163,20 +167,20 @@ export class RunView {
     this.inferenceEl = el("chart-inference");
   }
 
+  // Which chart elements are in (or near) view; null = unknown, draw everything.
   observe() {
     if (!("IntersectionObserver" in window)) return;
-    const byEl = new Map(Object.values(this.charts).filter((c) => c.el).map((c) => [c.el, c]));
+    const els = [...Object.values(this.charts).map((c) => c.el), this.workerBarsEl, this.heatmapEl, this.inferenceEl]
+      .filter(Boolean);
+    this.visibleEls = new Set();
     this.observer = new IntersectionObserver((entries) => {
       let woke = false;
       for (const e of entries) {
-        const chart = byEl.get(e.target);
-        if (!chart) continue;
-        chart.visible = e.isIntersecting;
-        woke = woke || (e.isIntersecting && chart.pending);
+        if (e.isIntersecting) { this.visibleEls.add(e.target); woke = true; } else this.visibleEls.delete(e.target);
       }
       if (woke) this.schedule();
     }, { rootMargin: "200px" });
-    for (const el of byEl.keys()) this.observer.observe(el);
+    for (const el of els) this.observer.observe(el);
   }
 
   ensureWorkers(k) {
@@ -284,31 +288,107 @@ export class RunView {
     this.frame = raf(() => { this.frame = null; this.draw(); });
   }
 
-  draw() {
+  // One frame does the cheap DOM work (KPIs, progress, worker table, counters, leak text) and
+  // at most FRAME_BUDGET_MS of plotly redraws, the chart drawn longest ago first; the rest
+  // waits for the next frames, so no frame blocks the page for long. Charts out of view wait
+  // until they are scrolled to; per-worker charts at many workers redraw at most every
+  // SLOW_REDRAW_MS. `force` (the first draw, the report, the export) draws everything now.
+  draw(force = false) {
     const started = performance.now();
-    for (const chart of Object.values(this.charts)) chart.flush();
+    const cost = {};
     if (this.latestDirty && this.latest) {
       this.latestDirty = false;
-      this.drawLatest(this.latest.data || {});
+      const t0 = performance.now();
+      this.drawLatestDom(this.latest.data || {});
+      cost.dom = performance.now() - t0;
     }
     if (this.leak) this.drawLeak(this.leak);
-    const seqs = this.drawnSeqs;
-    this.drawnSeqs = [];
-    if (this.onDrawn) this.onDrawn(seqs, performance.now() - started);
+    const now = performance.now();
+    const jobs = [];
+    let waiting = Infinity;
+    for (const [name, job] of Object.entries(this.jobs())) {
+      if (!job.dirty()) continue;
+      if (!force && !job.visible()) continue;
+      const due = (job.lastAt || 0) + job.minGap;
+      if (!force && due > now) { waiting = Math.min(waiting, due - now); continue; }
+      jobs.push([name, job]);
+    }
+    jobs.sort((a, b) => (a[1].lastAt || 0) - (b[1].lastAt || 0));
+    let done = 0;
+    for (const [name, job] of jobs) {
+      if (!force && done > 0 && performance.now() - started > FRAME_BUDGET_MS) break;
+      const t0 = performance.now();
+      job.run();
+      job.lastAt = performance.now();
+      cost[name] = job.lastAt - t0;
+      done += 1;
+    }
+    this.lastCost = cost;
+    if (done < jobs.length) this.schedule();
+    else if (waiting < Infinity) {
+      clearTimeout(this.waitTimer);
+      this.waitTimer = setTimeout(() => this.schedule(), waiting + 5);
+    }
+    // A snapshot counts as drawn once no chart in view that is due still waits for it.
+    if (done === jobs.length) {
+      const seqs = this.drawnSeqs;
+      this.drawnSeqs = [];
+      if (this.onDrawn) this.onDrawn(seqs, performance.now() - started, cost);
+    } else if (this.onDrawn) this.onDrawn([], performance.now() - started, cost);
   }
 
-  drawLatest(d) {
+  // The plotly work of a frame, by name: dirty? in view? at most how often? what to do?
+  jobs() {
+    if (this._jobs) return this._jobs;
+    const jobs = {};
+    const view = this;
+    const inView = (el) => () => !el || !this.visibleEls || this.visibleEls.has(el);
+    for (const [name, chart] of Object.entries(this.charts)) {
+      // Latency and throughput move every second; cumulative counters and, at many workers,
+      // the per-worker lines (dozens of traces each) redraw less often.
+      const gap = { copies: SLOW_REDRAW_MS, orphans: SLOW_REDRAW_MS, bytes: SLOW_REDRAW_MS,
+        errors: COUNTER_REDRAW_MS, affinity: COUNTER_REDRAW_MS, migrations: COUNTER_REDRAW_MS }[name] || 0;
+      jobs[name] = {
+        dirty: () => !!chart.pending,
+        visible: inView(chart.el),
+        get minGap() { return gap && view.workers > 16 ? gap : 0; },
+        run: () => chart.flush(),
+      };
+    }
+    const panel = (key, el, fn) => {
+      jobs[key] = {
+        dirty: () => !!this.panelDirty[key] && !!this.latest,
+        visible: inView(el),
+        minGap: 0,
+        run: () => { this.panelDirty[key] = false; fn(this.latest.data || {}); },
+      };
+    };
+    panel("workers", this.workerBarsEl, (d) => this.drawWorkerBars(d));
+    Object.defineProperty(jobs.workers, "minGap", { get: () => (view.workers > 16 ? COUNTER_REDRAW_MS : 0) });
+    panel("inference", this.inferenceEl, (d) => this.drawInference(d));
+    Object.defineProperty(jobs.inference, "minGap", { get: () => (view.workers > 16 ? COUNTER_REDRAW_MS : 0) });
+    panel("heatmap", this.heatmapEl, (d) => this.drawHeatmap(d));
+    this._jobs = jobs;
+    return jobs;
+  }
+
+  drawLatestDom(d) {
     this.drawKpis(d);
     this.drawProgress(d);
-    this.drawWorkers(d);
-    this.drawHeatmap(d);
-    this.drawInference(d);
+    this.drawWorkerTable(d);
     const a = d.affinity || {};
     const set = (sel, v) => { const e = this.$(sel); if (e) e.textContent = fmt(v, 0); };
     set("#aff-binds", a.binds); set("#aff-closes", a.closes); set("#aff-early", a.early_closes); set("#aff-bound", a.keys_bound);
     set("#migrations-total", d.migrations_total);
     const early = this.$("#aff-early");
     if (early) early.classList.toggle("bad", (a.early_closes || 0) > 0);
+    this.panelDirty.workers = true;
+    this.panelDirty.inference = true;
+    // The heatmap only changes with the migrations.
+    if (d.migrations_total !== this.heatmapTotal || !this.heatmapDrawn) {
+      this.heatmapTotal = d.migrations_total;
+      this.panelDirty.heatmap = true;
+    }
   }
 
   drawKpis(d) {
@@ -345,7 +425,7 @@ export class RunView {
     }
   }
 
-  drawWorkers(d) {
+  drawWorkerBars(d) {
     const w = d.client_workers;
     if (!w) return;
     const k = (w.in_flight || w.session_copies || []).length;
@@ -361,6 +441,12 @@ export class RunView {
         barmode: "group", xaxis: { title: { text: "client worker" }, dtick: k > 24 ? 4 : 1 }, hovermode: "x unified",
       }), CONFIG);
     }
+  }
+
+  drawWorkerTable(d) {
+    const w = d.client_workers;
+    if (!w) return;
+    const k = (w.in_flight || w.session_copies || []).length;
     const body = this.$("#workers-body");
     if (!body) return;
     if (body.rows.length !== k) {
@@ -399,6 +485,7 @@ export class RunView {
       yaxis: { title: { text: "to worker" }, dtick: k > 24 ? 4 : 1, autorange: "reversed" },
       height: 300, hovermode: "closest",
     }), CONFIG);
+    this.heatmapDrawn = true;
     const empty = this.$("#heatmap-empty");
     if (empty) empty.hidden = pairs.length > 0;
   }
@@ -539,7 +626,7 @@ export function drawTrees(container, data, mode) {
 export function drawRunPage(root, page) {
   const view = new RunView(root, { intervalS: page.interval_s });
   view.loadHistory(page.history);
-  view.draw();
+  view.draw(true);
   drawSlices(root.querySelector("#chart-depth"), page.by_depth || {}, "Latency by tree depth", ["0", "1", "2", "3+"]);
   drawSlices(root.querySelector("#chart-branch"), page.by_branch_mode || {}, "Latency by branch mode", ["root", "fork", "spawn"]);
   return view;

@@ -11,16 +11,24 @@ const view = new RunView(root, { intervalS: page.interval_s });
 
 // Instrumentation read by the browser tests and the live benchmark: when each seq was drawn
 // (wall clock, ms) and the main-thread time each draw took.
-const probe = { view, drawnAt: {}, drawMs: [], ingestMs: [], messages: 0, socket: null };
+const probe = { view, drawnAt: {}, drawMs: [], frameMs: [], ingestMs: [], costs: [], messages: 0, socket: null };
 window.aiperfRun = probe;
-view.onDrawn = (seqs, ms) => {
+// Main-thread time: every frame's drawing, and per snapshot the frames until it was drawn.
+let since = 0;
+view.onDrawn = (seqs, ms, cost) => {
   const now = Date.now();
-  for (const s of seqs) probe.drawnAt[s] = now;
-  if (seqs.length) probe.drawMs.push(ms);
+  since += ms;
+  probe.frameMs.push(ms);
+  if (seqs.length) {
+    for (const s of seqs) probe.drawnAt[s] = now;
+    probe.drawMs.push(since);
+    probe.costs.push(cost);
+    since = 0;
+  }
 };
 
 view.loadHistory(page.history);
-view.draw();
+view.draw(true);
 drawSlices(document.getElementById("chart-depth"), page.by_depth || {}, "Latency by tree depth", ["0", "1", "2", "3+"]);
 drawSlices(document.getElementById("chart-branch"), page.by_branch_mode || {}, "Latency by branch mode", ["root", "fork", "spawn"]);
 

@@ -47,8 +47,7 @@ def _drawn_series(page: Any) -> dict[str, Any]:
         page.evaluate(
             """() => {
           document.getElementById('chart-orphans').scrollIntoView();
-          for (const c of Object.values(aiperfRun.view.charts)) c.visible = true;
-          aiperfRun.view.draw();
+          aiperfRun.view.draw(true);
           const ttft = document.getElementById('chart-ttft').data[0].x;
           return {seq: aiperfRun.view.lastSeq,
                   sample_t: Array.from(document.getElementById('chart-orphans').data[0].x),
