@@ -248,8 +248,7 @@ class Command(BaseCommand):
                 # "tall": every chart in view, every snapshot draws every chart (the worst
                 # case); "laptop": 1366x768 scrolled to the latency charts, as a person sees it.
                 tall = opts["viewport"] == "tall"
-                size = {"width": 1366, "height": 7000 if tall else 768}
-                ctx = browser.new_context(viewport=size)
+                ctx = browser.new_context(viewport={"width": 1366, "height": 7000 if tall else 768})
                 ctx.add_cookies([{"name": settings.SESSION_COOKIE_NAME,
                                   "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
                                   "url": base}])  # fmt: skip
@@ -316,7 +315,7 @@ class Command(BaseCommand):
         ingest, draw = probe["ingestMs"][1:], probe["drawMs"][1:]
         per_snapshot = [a + b for a, b in zip(ingest, draw, strict=False)]
         frames = probe["frameMs"][1:]
-        channel = settings.CHANNEL_LAYERS["default"]["BACKEND"].rsplit(".", 1)[-1]
+        channel = str(settings.CHANNEL_LAYERS["default"]["BACKEND"]).rsplit(".", 1)[-1]
         return {
             "snapshot_to_drawn_ms": {"channel_layer": channel, "rate_per_s": opts["rate"],
                                      **_summary(latencies)},
