@@ -54,5 +54,10 @@ bench: $(STAMP)
 bench-web: $(STAMP)
 	$(PY) manage.py bench_web
 
+# Live dashboard figures: snapshot size at 64+64 workers, the report of a 1M-request run,
+# snapshot -> drawn in Chromium over the channel layer, main-thread time per snapshot.
+bench-live: $(STAMP)
+	$(PY) manage.py bench_live
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -562,10 +562,10 @@ export function drawSlices(el, slices, title, order) {
     bar("ttft_ms", "p50", "#7aa2ff", { x: "x", y: "y" }), bar("ttft_ms", "p99", "#2458d6", { x: "x", y: "y" }),
     bar("latency_ms", "p50", "#f6b26b", { x: "x2", y: "y2" }), bar("latency_ms", "p99", "#e8710a", { x: "x2", y: "y2" }),
   ];
-  const lay = layout(title, "TTFT (ms)", {
+  const lay = layout(`${title}<br><sub>TTFT (left) and end-to-end latency (right), ms</sub>`, "", {
     grid: { rows: 1, columns: 2, pattern: "independent" }, barmode: "group", hovermode: "closest",
-    xaxis: { title: { text: "" } }, xaxis2: { title: { text: "" } },
-    yaxis2: { title: { text: "latency (ms)" }, rangemode: "tozero" }, height: 280,
+    xaxis: { type: "category" }, xaxis2: { type: "category" },
+    yaxis2: { rangemode: "tozero" }, height: 300, margin: { l: 44, r: 12, t: 54, b: 30 },
   });
   window.Plotly.newPlot(el, traces, lay, CONFIG);
 }
