@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from celery import chain
+from django.conf import settings
 from django.db import transaction
 
 from aiperf_web.core.errors import Invalid
@@ -36,7 +37,8 @@ def _signature(run_obj: Run) -> Any:
     return app.signature(
         run_svc.TASK_NAME,
         args=[str(run_obj.uuid)],
-        queue="runs",
+        # The queue run_launch sends to (a setting where test sessions isolate themselves).
+        queue=getattr(settings, "AIPERF_RUNS_QUEUE", "runs"),
         immutable=True,
         time_limit=limit,
         soft_time_limit=max(60, limit - 30),

@@ -85,7 +85,7 @@ def server(django_db_setup: Any, django_db_blocker: Any, mock_url: str) -> Itera
     import redis
 
     # A stale message of an earlier session would name runs this database never had.
-    redis.Redis.from_url(settings.REDIS_URL).delete("runs")
+    redis.Redis.from_url(settings.REDIS_URL).delete(getattr(settings, "AIPERF_RUNS_QUEUE", "runs"))
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--port", str(port), "--no-migrate",
