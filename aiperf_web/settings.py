@@ -138,6 +138,8 @@ TEMPLATES = [
 
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    # One test database per test session: sessions run side by side on a shared machine.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
 else:
     DATABASES = {
         "default": {
@@ -199,8 +201,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 # A run occupies its worker for its whole length: never hold a second one in reserve.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = "runs"
-CELERY_TASK_ROUTES = {"runs.*": {"queue": "runs"}}
+# The queue runs go to (`celery -A aiperf_web worker -Q runs`); tests use their own.
+AIPERF_RUNS_QUEUE = env_str("AIPERF_RUNS_QUEUE", "runs")
+CELERY_TASK_DEFAULT_QUEUE = AIPERF_RUNS_QUEUE
+CELERY_TASK_ROUTES = {"runs.*": {"queue": AIPERF_RUNS_QUEUE}}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # acks_late on Redis redelivers a task still unacknowledged after the visibility timeout; runs
 # may last hours, so keep it longer than any run. A redelivered run finds itself already

@@ -9,6 +9,8 @@ import socket
 import threading
 from typing import Any
 
+from django.conf import settings
+
 from aiperf_web.celery import app
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,7 @@ class EmbeddedWorker:
             hostname=f"embedded@{socket.gethostname()}",
             pool_cls="threads",
             concurrency=self.concurrency,
-            queues=["runs"],
+            queues=[settings.AIPERF_RUNS_QUEUE],
             prefetch_multiplier=1,
             without_heartbeat=True,
             without_mingle=True,

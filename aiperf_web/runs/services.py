@@ -139,7 +139,7 @@ def _enqueue(run_uuid: str, *, time_limit_s: int) -> None:
     app.send_task(
         TASK_NAME,
         args=[run_uuid],
-        queue="runs",
+        queue=settings.AIPERF_RUNS_QUEUE,
         time_limit=time_limit_s,
         soft_time_limit=max(60, time_limit_s - 30),
     )

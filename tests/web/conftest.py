@@ -55,9 +55,13 @@ def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
         return
     import redis
 
-    # Messages left by an earlier session would name runs this database never had.
-    redis.Redis.from_url(settings.REDIS_URL).delete("runs")
-    env = {**os.environ, "DATABASE_URL": _test_database_url()}
+    # A queue and a worker name of this session's own: other sessions on the machine share
+    # the Redis server.
+    queue = f"runs-test-{os.getpid()}"
+    node = f"{queue}@localhost"
+    settings.AIPERF_RUNS_QUEUE = queue
+    redis.Redis.from_url(settings.REDIS_URL).delete(queue)
+    env = {**os.environ, "DATABASE_URL": _test_database_url(), "AIPERF_RUNS_QUEUE": queue}
     if settings.DATABASES["default"].get("PASSWORD"):
         pytest.skip("a password-protected test database: give the worker its URL")
     proc = subprocess.Popen(
@@ -69,7 +73,9 @@ def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
             "aiperf_web",
             "worker",
             "-Q",
-            "runs",
+            queue,
+            "-n",
+            node,
             "--concurrency",
             "2",
             "--prefetch-multiplier",
@@ -88,7 +94,7 @@ def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"the celery worker exited with {proc.returncode}")
-        if app.control.ping(timeout=0.5):
+        if app.control.ping(destination=[node], timeout=0.5):
             break
     else:
         proc.kill()
