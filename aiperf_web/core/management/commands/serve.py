@@ -82,7 +82,7 @@ class Command(BaseCommand):
                             "aiperf_web",
                             "worker",
                             "-Q",
-                            "runs",
+                            settings.AIPERF_RUNS_QUEUE,
                             "--concurrency",
                             str(settings.AIPERF_EMBEDDED_WORKERS),
                             "--prefetch-multiplier",
