@@ -96,6 +96,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "channels",
+    # django-ninja's Swagger UI files, served locally (never from a CDN).
+    "ninja",
     "aiperf_web.core",
     "aiperf_web.teams",
     "aiperf_web.endpoints",

@@ -79,12 +79,8 @@ def run_new(request: HttpRequest) -> HttpResponse:
         values, errors = spec_values(d, form.knob_fields, keep_blank=False)
         for name, message in errors.items():
             form.add_error(name, message)
-        overrides: dict[str, Any] = {
-            k: v for k, v in values[""].items() if not isinstance(form.fields[k], type(None))
-        }
-        # Booleans are not launch knobs; drop unticked ones so they keep the scenario's value.
-        overrides = {k: v for k, v in overrides.items() if v is not False}
-        overrides.update(d["more"])
+        # Blank inputs were left out: they keep the scenario's values.
+        overrides: dict[str, Any] = {**values[""], **d["more"]}
         if d.get("sim_workers") and d["target"] == "simulated":
             overrides["target"] = {**overrides.get("target", {}), "workers": d["sim_workers"]}
         if not errors:

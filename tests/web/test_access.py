@@ -244,3 +244,9 @@ def test_openapi_schema_is_served_with_the_run_spec_knobs(world: World) -> None:
     assert "/api/v1/runs" in schema["paths"]
     overrides = schema["components"]["schemas"]["RunOverrides"]["properties"]
     assert {"duration_s", "policy", "scope", "concurrency"} <= set(overrides)
+
+
+def test_the_api_docs_page_loads_its_assets_locally(world: World) -> None:
+    page = world.client("anonymous").get("/api/v1/docs")
+    assert page.status_code == 200
+    assert b"/static/ninja/swagger-ui-bundle.js" in page.content and b"cdn." not in page.content
