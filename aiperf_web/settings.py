@@ -250,7 +250,7 @@ AIPERF_EMBEDDED_WORKERS = env_int("AIPERF_EMBEDDED_WORKERS", 2)
 # Records are written in batches of this many rows (COPY on PostgreSQL).
 AIPERF_RECORD_BATCH = env_int("AIPERF_RECORD_BATCH", 5000)
 # A running run whose worker has not written a heartbeat for this long is marked failed.
-AIPERF_STALE_RUN_S = env_int("AIPERF_STALE_RUN_S", 60)
+AIPERF_STALE_RUN_S = env_int("AIPERF_STALE_RUN_S", 30)
 
 LOGGING = {
     "version": 1,

@@ -51,7 +51,7 @@ class StaleRunReaper(threading.Thread):
     process), every `interval_s`. Runs in every web process and worker; the UPDATE is
     conditional, so several reapers agree."""
 
-    def __init__(self, *, interval_s: float = 20.0) -> None:
+    def __init__(self, *, interval_s: float = 10.0) -> None:
         super().__init__(name="stale-run-reaper", daemon=True)
         self.interval_s = interval_s
         self.done = threading.Event()
