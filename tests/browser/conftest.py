@@ -75,8 +75,11 @@ def server(django_db_setup: Any, django_db_blocker: Any, mock_url: str) -> Itera
     port = _free_port()
     log = (ARTIFACTS / "serve.log") if ARTIFACTS else None
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # A queue of this session's own: other sessions on this machine share the Redis server.
+    queue = f"runs-browser-{os.getpid()}"
     env = {
         **os.environ,
+        "AIPERF_RUNS_QUEUE": queue,
         "DATABASE_URL": _test_database_url(),
         "AIPERF_MOCK_URL": mock_url,
         "AIPERF_LOG_LEVEL": "WARNING",
@@ -85,7 +88,7 @@ def server(django_db_setup: Any, django_db_blocker: Any, mock_url: str) -> Itera
     import redis
 
     # A stale message of an earlier session would name runs this database never had.
-    redis.Redis.from_url(settings.REDIS_URL).delete(getattr(settings, "AIPERF_RUNS_QUEUE", "runs"))
+    redis.Redis.from_url(settings.REDIS_URL).delete(queue)
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--port", str(port), "--no-migrate",
