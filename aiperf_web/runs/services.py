@@ -29,7 +29,7 @@ from aiperf_web.core.tags import tags_normalize
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.endpoints.services import endpoint_api_key, endpoint_target
-from aiperf_web.runs.models import FINAL, Run, RunLog, Status, TargetKind
+from aiperf_web.runs.models import FINAL, Run, RunLog, RunRecord, RunSample, Status, TargetKind
 from aiperf_web.runs.sink import RunSink
 from aiperf_web.scenarios.selectors import scenario_get
 from aiperf_web.scenarios.services import TRACE_REF, scenario_run_spec, trace_content
@@ -389,15 +389,22 @@ def runs_requeue_queued() -> int:
 
 def runs_reap_stale(*, older_than_s: float | None = None) -> int:
     """Mark failed every running run whose worker stopped writing its heartbeat (a killed
-    worker process or host). Returns how many."""
+    worker process or host), keeping what it stored. Returns how many."""
     limit = settings.AIPERF_STALE_RUN_S if older_than_s is None else older_than_s
     cutoff = timezone.now() - timedelta(seconds=limit)
-    return Run.objects.filter(status=Status.RUNNING, heartbeat_at__lt=cutoff).update(
-        status=Status.FAILED,
-        finished_at=timezone.now(),
-        reason=f"the worker stopped responding (no heartbeat for {int(limit)} s); "
-        "samples and records up to its last flush are kept",
-    )
+    reaped = 0
+    for pk in Run.objects.filter(status=Status.RUNNING, heartbeat_at__lt=cutoff).values_list(
+        "pk", flat=True
+    ):
+        reaped += Run.objects.filter(pk=pk, status=Status.RUNNING, heartbeat_at__lt=cutoff).update(
+            status=Status.FAILED,
+            finished_at=timezone.now(),
+            reason=f"the worker stopped responding (no heartbeat for {int(limit)} s); "
+            "samples and records up to its last flush are kept",
+            samples_count=RunSample.objects.filter(run_id=pk).count(),
+            records_count=RunRecord.objects.filter(run_id=pk).count(),
+        )
+    return reaped
 
 
 __all__ = [

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from aiperf_web.endpoints.models import Endpoint
-from aiperf_web.runs.models import Run, Status
+from aiperf_web.runs.models import Run, RunSample, Status
 from aiperf_web.runs.services import run_claim, runs_reap_stale
 from aiperf_web.scenarios.models import Scenario, Trace
 from aiperf_web.teams.models import ApiToken
@@ -220,10 +220,12 @@ def test_a_run_whose_worker_went_silent_is_marked_failed(world: World) -> None:
         status=Status.RUNNING,
         heartbeat_at=timezone.now(),
     )
+    RunSample.objects.create(run=run, seq=0, t_s=1.0, data={})
     assert runs_reap_stale(older_than_s=60) == 1
     run.refresh_from_db()
     fresh.refresh_from_db()
     assert run.status == Status.FAILED and "stopped responding" in run.reason
+    assert run.samples_count == 1
     assert fresh.status == Status.RUNNING
 
 
