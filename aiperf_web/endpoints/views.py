@@ -15,7 +15,7 @@ from aiperf_web.core.views import page
 from aiperf_web.endpoints import selectors, services
 from aiperf_web.endpoints.forms import EndpointForm
 from aiperf_web.teams.models import Role
-from aiperf_web.teams.selectors import team_get_for_user, teams_with_role
+from aiperf_web.teams.selectors import require_role, team_get_for_user, teams_with_role
 
 
 @page
@@ -66,6 +66,8 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
 @page
 def endpoint_detail(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     endpoint = selectors.endpoint_get(user=request.user, endpoint_id=endpoint_id)
+    if request.method == "POST":
+        require_role(user=request.user, team=endpoint.team, role=Role.MEMBER)
     initial = {
         "name": endpoint.name,
         "base_url": endpoint.base_url,

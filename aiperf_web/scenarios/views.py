@@ -17,7 +17,7 @@ from aiperf_web.scenarios import selectors, services
 from aiperf_web.scenarios.forms import SampleImportForm, ScenarioForm, TraceUploadForm
 from aiperf_web.scenarios.models import Scenario
 from aiperf_web.teams.models import Role
-from aiperf_web.teams.selectors import team_get_for_user, teams_with_role
+from aiperf_web.teams.selectors import require_role, team_get_for_user, teams_with_role
 
 
 def _team(request: HttpRequest, form_team: str | None, teams: list[Any]) -> Any:
@@ -217,6 +217,7 @@ def scenario_new(request: HttpRequest) -> HttpResponse:
 def scenario_detail(request: HttpRequest, scenario_id: str) -> HttpResponse:
     scenario = selectors.scenario_get(user=request.user, scenario_id=scenario_id)
     if request.method == "POST":
+        require_role(user=request.user, team=scenario.team, role=Role.MEMBER)
         return _scenario_form(request, scenario=scenario)
     if request.GET.get("edit"):
         return _scenario_form(request, scenario=scenario)

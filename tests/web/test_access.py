@@ -250,3 +250,69 @@ def test_the_api_docs_page_loads_its_assets_locally(world: World) -> None:
     page = world.client("anonymous").get("/api/v1/docs")
     assert page.status_code == 200
     assert b"/static/ninja/swagger-ui-bundle.js" in page.content and b"cdn." not in page.content
+
+
+def test_every_page_action_answers_each_persona_as_it_should(world: World) -> None:
+    owner_token = world.owner.api_tokens.get()
+    actions = [
+        f"/runs/{world.run.uuid}/cancel/",
+        f"/runs/{world.run.uuid}/meta/",
+        f"/scenarios/{world.scenario.uuid}/",
+        f"/endpoints/{world.endpoint.uuid}/",
+        f"/endpoints/{world.endpoint.uuid}/test/",
+        f"/traces/{world.trace.uuid}/delete/",
+        f"/team/{world.team.uuid}/members/",
+        f"/team/{world.team.uuid}/members/remove/",
+    ]
+    for url in actions:
+        assert world.client("anonymous").post(url).status_code == 302, url
+        assert world.client("outsider").post(url).status_code == 404, url
+    for url in actions[:6]:
+        assert world.client("viewer").post(url, {"name": "x"}).status_code == 403, url
+    # A token is its owner's alone.
+    assert (
+        world.client("teammate").post(f"/team/tokens/{owner_token.uuid}/revoke/").status_code == 404
+    )
+
+
+def test_api_creates_are_refused_to_viewers_and_outsiders(world: World) -> None:
+    bodies = {
+        "/api/v1/scenarios": {"name": "n", "team": str(world.team.uuid)},
+        "/api/v1/endpoints": {
+            "name": "n",
+            "team": str(world.team.uuid),
+            "base_url": "http://127.0.0.1:1",
+            "model": "m",
+        },
+    }
+    for url, body in bodies.items():
+        assert (
+            world.api("viewer").post(url, body, content_type="application/json").status_code == 403
+        )
+        assert (
+            world.api("outsider").post(url, body, content_type="application/json").status_code
+            == 404
+        )
+        assert (
+            world.api("anonymous").post(url, body, content_type="application/json").status_code
+            == 401
+        )
+    for url in (
+        f"/api/v1/scenarios/{world.scenario.uuid}",
+        f"/api/v1/endpoints/{world.endpoint.uuid}",
+    ):
+        patch = {"name": "renamed"}
+        assert (
+            world.api("outsider").patch(url, patch, content_type="application/json").status_code
+            == 404
+        )
+        assert (
+            world.api("viewer").patch(url, patch, content_type="application/json").status_code
+            == 403
+        )
+        assert (
+            world.api("teammate").patch(url, patch, content_type="application/json").status_code
+            == 200
+        )
+    upload = world.api("viewer").post("/api/v1/traces", {"sample": "dag-small"})
+    assert upload.status_code == 403
