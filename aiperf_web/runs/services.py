@@ -80,6 +80,14 @@ def run_launch(
     if "workload" in overrides:
         # The workload is the scenario's; a run that replays other traces is another scenario.
         raise Invalid.field("overrides.workload", "the workload comes from the scenario")
+    target_overrides = overrides.get("target")
+    if isinstance(target_overrides, Mapping):
+        for knob in ("url", "kind", "api_key"):
+            # The endpoint's key is sent only to the endpoint's own URL.
+            if knob in target_overrides:
+                raise Invalid.field(
+                    f"overrides.target.{knob}", "comes from the chosen endpoint (or simulated)"
+                )
     tag_text = tags_normalize(tags)
 
     spec = scenario_run_spec(scenario=scenario)

@@ -38,6 +38,8 @@ def test_bad_run_overrides_are_422_naming_the_field(world: World) -> None:
         ({"no_such_knob": 1}, "overrides.no_such_knob"),
         ({"start_window": [0.9, 0.1]}, "overrides.start_window"),
         ({"timing": "rate"}, "overrides"),
+        ({"target": {"url": "http://127.0.0.1:9"}}, "overrides.target.url"),
+        ({"workload": {"traces": ["/etc/passwd"]}}, "overrides.workload"),
     ):
         response = api.post("/api/v1/runs", {**base, "overrides": overrides}, content_type=JSON)
         assert response.status_code == 422, (overrides, response.content)
