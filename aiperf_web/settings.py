@@ -245,6 +245,11 @@ AIPERF_ENCRYPTION_KEY = env_str("AIPERF_ENCRYPTION_KEY")
 AIPERF_MOCK_URL = env_str("AIPERF_MOCK_URL")
 AIPERF_MOCK_PORT = env_int("AIPERF_MOCK_PORT", 8100)
 AIPERF_MOCK_TIME_SCALE = env_float("AIPERF_MOCK_TIME_SCALE", 0.05)
+# The public sample traces offered as built-in samples (the shared/traces folder beside the
+# checkout; in a container, a read-only mount). Missing files are simply not offered.
+AIPERF_SAMPLES_DIR = Path(
+    env_str("AIPERF_SAMPLES_DIR", str(BASE_DIR.parent / "shared" / "traces"))
+).resolve()
 # Runs the in-process worker of the embedded default executes at once.
 AIPERF_EMBEDDED_WORKERS = env_int("AIPERF_EMBEDDED_WORKERS", 2)
 # Records are written in batches of this many rows (COPY on PostgreSQL).

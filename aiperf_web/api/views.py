@@ -31,7 +31,7 @@ from aiperf_web.runs.models import Run
 from aiperf_web.scenarios import selectors as scenario_sel
 from aiperf_web.scenarios import services as scenario_svc
 from aiperf_web.scenarios.models import Scenario, Trace
-from aiperf_web.scenarios.samples import SAMPLES
+from aiperf_web.scenarios.samples import available_samples
 from aiperf_web.teams import selectors as team_sel
 from aiperf_web.teams.services import api_token_authenticate
 from runner import RunSpec
@@ -252,7 +252,7 @@ def trace_list(request: HttpRequest) -> list[dict[str, Any]]:
 
 @api.get("/traces/samples", response=list[s.SampleOut], tags=["traces"])
 def trace_samples(request: HttpRequest) -> list[dict[str, Any]]:
-    return [{"key": x.key, "filename": x.filename, "title": x.title} for x in SAMPLES.values()]
+    return [{"key": x.key, "filename": x.filename, "title": x.title} for x in available_samples()]
 
 
 @api.post("/traces", response={201: s.TraceOut}, tags=["traces"])

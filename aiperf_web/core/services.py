@@ -16,6 +16,7 @@ from django.db import transaction
 from aiperf_web.endpoints.models import Endpoint, ServerKind
 from aiperf_web.endpoints.services import endpoint_create
 from aiperf_web.scenarios.models import Scenario
+from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.scenarios.services import scenario_create, trace_import_sample
 from aiperf_web.teams.models import Membership, Role, Team
 
@@ -46,6 +47,13 @@ DEMO_SPEC: dict[str, Any] = {
     "snapshot_interval_s": 1.0,
     "seed": 0,
 }
+DEMO_SAMPLE = "claude-code-subagents"
+DEMO_SYNTHETIC_DESCRIPTION = (
+    "The seeded synthetic agentic workload (the public Claude Code trace was not found: see "
+    "AIPERF_SAMPLES_DIR), replayed by 64 lanes from random instants at 100x speed for a "
+    "minute, spawn-pin routing and lineage affinity. Re-run with overrides "
+    '{"policy": "legacy"} or {"scope": "conversation"} to compare.'
+)
 DEMO_DESCRIPTION = (
     "A real Claude Code session with 3 Explore subagents (SPAWN), replayed by 64 lanes from "
     "random instants at 100x speed for a minute, spawn-pin routing and lineage affinity. "
@@ -95,16 +103,29 @@ def demo_bootstrap(*, mock_url: str) -> Bootstrap:
 
     scenario = Scenario.objects.filter(team=team, name=DEMO_SCENARIO).first()
     if scenario is None:
-        trace = trace_import_sample(actor=admin, team=team, key="claude-code-subagents")
-        scenario = scenario_create(
-            actor=admin,
-            team=team,
-            name=DEMO_SCENARIO,
-            spec=DEMO_SPEC,
-            trace_ids=[trace.uuid],
-            description=DEMO_DESCRIPTION,
-            tags="demo,claude-code",
-        )
+        if SAMPLES[DEMO_SAMPLE].available:
+            trace = trace_import_sample(actor=admin, team=team, key=DEMO_SAMPLE)
+            scenario = scenario_create(
+                actor=admin,
+                team=team,
+                name=DEMO_SCENARIO,
+                spec=DEMO_SPEC,
+                trace_ids=[trace.uuid],
+                description=DEMO_DESCRIPTION,
+                tags="demo,claude-code",
+            )
+        else:
+            # No public traces on this machine (AIPERF_SAMPLES_DIR): the same experiment on
+            # the seeded synthetic agentic workload.
+            scenario = scenario_create(
+                actor=admin,
+                team=team,
+                name=DEMO_SCENARIO,
+                spec={**DEMO_SPEC, "workload": {"synthetic": {"seed": 0}}},
+                trace_ids=[],
+                description=DEMO_SYNTHETIC_DESCRIPTION,
+                tags="demo,synthetic",
+            )
     return Bootstrap(team=team, admin_password=generated, scenario=scenario, endpoint=endpoint)
 
 

@@ -29,6 +29,7 @@ from aiperf_web.runs.models import FINAL, Run
 from aiperf_web.scenarios.selectors import scenario_get, scenario_list
 from aiperf_web.teams.models import Role
 from aiperf_web.teams.selectors import team_ids_for, teams_with_role
+from runner import SUMMARY_KEYS
 
 STATIC_JS = Path(settings.BASE_DIR) / "static" / "js"
 STATIC_CSS = Path(settings.BASE_DIR) / "static" / "css"
@@ -111,8 +112,8 @@ def run_export_html(request: HttpRequest, run_id: str) -> HttpResponse:
         {
             **context,
             "run": run_obj,
-            "summary_main": [(k, v) for k, v in summary_rows if k in run_sel.SUMMARY_KEYS],
-            "summary_more": [(k, v) for k, v in summary_rows if k not in run_sel.SUMMARY_KEYS],
+            "summary_main": [(k, v) for k, v in summary_rows if k in SUMMARY_KEYS],
+            "summary_more": [(k, v) for k, v in summary_rows if k not in SUMMARY_KEYS],
             "plotly_js": mark_safe(_script_safe(_plotly_js())),
             "charts_js": mark_safe(_script_safe(_module_source("charts.js"))),
             "css": mark_safe(

@@ -19,25 +19,7 @@ from aiperf_web.core.ids import parse_uuid
 from aiperf_web.core.tags import tag_filter_value
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
 from aiperf_web.teams.selectors import AnyUser, team_ids_for
-
-# The summary keys every run shows first (PRODUCT.md §6), in this order.
-SUMMARY_KEYS = (
-    "requests",
-    "sessions",
-    "trees",
-    "trees_completed",
-    "sessions_multi_worker",
-    "worker_switches",
-    "orphaned_session_copies",
-    "peak_session_copies",
-    "context_rebuilds",
-    "prefix_cache_hit_ratio",
-    "affinity_binds",
-    "affinity_closes",
-    "early_closes",
-    "errors",
-)
-LATENCY_KEYS = ("ttft_ms", "itl_ms", "latency_ms")
+from runner import LATENCY_KEYS, SUMMARY_KEYS
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from aiperf_web.runs.forms import LaunchForm, RunFilterForm, RunMetaForm
 from aiperf_web.scenarios.selectors import scenario_list
 from aiperf_web.teams.models import Role
 from aiperf_web.teams.selectors import role_in_team, teams_with_role
+from runner import LATENCY_KEYS, SUMMARY_KEYS
 
 
 @page
@@ -124,12 +125,12 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             "run": run_obj,
             "can_edit": role in (Role.ADMIN, Role.MEMBER),
             "latest": latest.data if latest else None,
-            "summary_main": [(k, v) for k, v in summary_rows if k in selectors.SUMMARY_KEYS],
+            "summary_main": [(k, v) for k, v in summary_rows if k in SUMMARY_KEYS],
             "latency": _latency_table(run_obj.summary),
             "summary_more": [
                 (k, v)
                 for k, v in summary_rows
-                if k not in selectors.SUMMARY_KEYS and k.split(".")[0] not in selectors.LATENCY_KEYS
+                if k not in SUMMARY_KEYS and k.split(".")[0] not in LATENCY_KEYS
             ],
             "log": selectors.run_log_tail(run_obj=run_obj),
             "meta": meta,
@@ -141,7 +142,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
 
 def _latency_table(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
     rows = []
-    for key in selectors.LATENCY_KEYS:
+    for key in LATENCY_KEYS:
         value = (summary or {}).get(key)
         if isinstance(value, dict):
             rows.append(

@@ -5,7 +5,7 @@ from typing import Any, cast
 from django import forms
 
 from aiperf_web.core.forms import spec_fields
-from aiperf_web.scenarios.samples import SAMPLES
+from aiperf_web.scenarios.samples import available_samples
 
 
 class TraceUploadForm(forms.Form):
@@ -26,10 +26,14 @@ class TraceUploadForm(forms.Form):
 
 class SampleImportForm(forms.Form):
     team = forms.ChoiceField(required=False)
-    sample = forms.ChoiceField(choices=[(s.key, f"{s.key} — {s.title}") for s in SAMPLES.values()])
+    sample = forms.ChoiceField()
 
     def __init__(self, *args: Any, teams: list[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Read per form: which samples are installed is a property of the machine.
+        cast(forms.ChoiceField, self.fields["sample"]).choices = [
+            (s.key, f"{s.key} — {s.title}") for s in available_samples()
+        ]
         cast(forms.ChoiceField, self.fields["team"]).choices = [
             (str(t.uuid), t.name) for t in teams
         ]

@@ -105,6 +105,12 @@ def trace_import_sample(*, actor: AnyUser, team: Team, key: str, name: str = "")
     sample = SAMPLES.get(key)
     if sample is None:
         raise Invalid.field("sample", f"no built-in sample {key!r}")
+    if not sample.available:
+        raise Invalid.field(
+            "sample",
+            f"sample {key!r} is not installed here: {sample.path} is missing "
+            "(set AIPERF_SAMPLES_DIR to the folder holding the public traces)",
+        )
     existing = Trace.objects.filter(team=team, sample=key).first()
     if existing is not None and not name:
         require_role(user=actor, team=team, role=Role.MEMBER)

@@ -37,11 +37,12 @@ from django.test import Client
 from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_brief
 from aiperf_web.runs.live import publish_snapshot
 from aiperf_web.runs.models import Run, RunSample, Status
+from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.teams.models import Membership, Role, Team
 from runner import ListSink, parse_spec, run
 
 ROOT = Path(settings.BASE_DIR)
-TRACE = ROOT / "aiperf_web" / "scenarios" / "samples" / "trace_0282.json"
+TRACE = SAMPLES["claude-code-subagents"].path
 
 
 def _pct(values: list[float], q: float) -> float:

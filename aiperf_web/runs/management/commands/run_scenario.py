@@ -19,8 +19,9 @@ from aiperf_web.core.ids import parse_uuid
 from aiperf_web.endpoints.selectors import endpoint_list
 from aiperf_web.runs import services
 from aiperf_web.runs.models import Run, Status
-from aiperf_web.runs.selectors import SUMMARY_KEYS, run_latest_sample
+from aiperf_web.runs.selectors import run_latest_sample
 from aiperf_web.scenarios.selectors import scenario_list
+from runner import SUMMARY_KEYS
 
 
 def _parse_value(raw: str) -> Any:

@@ -1,0 +1,51 @@
+"""Built-in samples are the public traces read in place; without them the product still works."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiperf_web.core.services import demo_bootstrap
+from aiperf_web.scenarios.samples import SAMPLES
+from tests.web.conftest import World
+
+
+def test_without_the_public_traces_the_demo_replays_the_synthetic_workload(
+    db: Any, settings: Any, tmp_path: Path, mock_url: str
+) -> None:
+    settings.AIPERF_SAMPLES_DIR = tmp_path  # an empty folder: no sample is installed
+    boot = demo_bootstrap(mock_url=mock_url)
+    spec = boot.scenario.spec
+    assert spec["workload"]["traces"] == [] and spec["workload"]["synthetic"] is not None
+    assert "synthetic" in boot.scenario.description
+
+
+def test_with_the_public_traces_the_demo_replays_the_claude_code_session(
+    db: Any, mock_url: str
+) -> None:
+    if not SAMPLES["claude-code-subagents"].available:
+        pytest.skip("the public traces are not beside the checkout")
+    boot = demo_bootstrap(mock_url=mock_url)
+    assert len(boot.scenario.spec["workload"]["traces"]) == 1
+
+
+def test_only_installed_samples_are_offered_and_a_missing_one_is_a_clear_422(
+    world: World, settings: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "aiperf_dag").mkdir()
+    source = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "aiperf_dag"
+    small = source / "small.dag.jsonl"
+    if not small.exists():
+        pytest.skip("the public traces are not beside the checkout")
+    (tmp_path / "aiperf_dag" / "small.dag.jsonl").write_bytes(small.read_bytes())
+    settings.AIPERF_SAMPLES_DIR = tmp_path
+    api = world.api("owner")
+    offered = [s["key"] for s in api.get("/api/v1/traces/samples").json()]
+    assert offered == ["dag-small"]
+    response = api.post("/api/v1/traces", {"sample": "claude-code-subagents"})
+    assert response.status_code == 422, response.content
+    (error,) = response.json()["errors"]
+    assert error["field"] == "sample" and "AIPERF_SAMPLES_DIR" in error["message"]
+    assert api.post("/api/v1/traces", {"sample": "dag-small"}).status_code == 201
