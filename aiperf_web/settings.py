@@ -190,6 +190,10 @@ STORAGES = {
 # Serve straight from the source folders when collectstatic has not run (the embedded
 # default); the Docker image collects them at build time.
 WHITENOISE_USE_FINDERS = True
+# Re-read files per request unless they were collected: a checkout's static files change under a
+# running `make run` (an update, an edit), and a size read at start-up then no longer matches the
+# file, which browsers refuse (ERR_CONTENT_LENGTH_MISMATCH: pages without their scripts).
+WHITENOISE_AUTOREFRESH = not env_bool("AIPERF_STATIC_COLLECTED", False)
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True
