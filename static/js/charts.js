@@ -143,8 +143,10 @@ export class RunView {
       { name: "requests/s", x: [], y: [], mode: "lines", line: { color: "#1e8e3e", width: 2 } },
       { name: "errors/s", x: [], y: [], mode: "lines", line: { color: "#d93025", width: 1.5 } },
     ], layout("Throughput, per interval", "requests / s"));
-    c.errors = new Chart(el("chart-errors"), [], layout("Errors by category (cumulative)", "errors", {
-      hovermode: "x", annotations: [NO_ERRORS],
+    c.errors = new Chart(el("chart-errors"), [
+      { name: "all errors", x: [], y: [], mode: "lines", line: { color: "#1d2330", width: 1.5 } },
+    ], layout("Errors by category (cumulative)", "errors", {
+      hovermode: "x unified", annotations: [NO_ERRORS], showlegend: true,
     }));
     c.copies = new Chart(el("chart-copies"), [], layout("Session copies per client worker", "copies", { hovermode: "closest" }));
     c.orphans = new Chart(el("chart-orphans"), [
@@ -245,14 +247,20 @@ export class RunView {
       c.latency.add([0, 1, 2], x3, sets.latency_ms);
       c.throughput.add([0, 1], [xs, xs], [rps, eps]);
     }
-    // Errors by category (cumulative per sample).
+    // Errors by category (cumulative per sample); a category starts from 0 at the sample
+    // before it first appeared, so its area rises where the errors began.
     const cats = d.errors_by_category || {};
     const names = Object.keys(cats);
+    c.errors.add([0], [[t]], [[d.errors ?? 0]]);
     if (names.length || this.categories.length) {
+      const fresh = names.filter((n) => !this.categories.includes(n));
       this.ensureCategories(names);
-      c.errors.add(this.categories.map((_, i) => i), this.categories.map(() => [t]),
-        this.categories.map((n) => [cats[n] || 0]));
+      const start = this.prevSampleT ?? t;
+      c.errors.add(this.categories.map((_, i) => i + 1),
+        this.categories.map((n) => (fresh.includes(n) && start < t ? [start, t] : [t])),
+        this.categories.map((n) => (fresh.includes(n) && start < t ? [0, cats[n] || 0] : [cats[n] || 0])));
     }
+    this.prevSampleT = t;
     // Per-worker books over time.
     const w = d.client_workers;
     if (w) {
