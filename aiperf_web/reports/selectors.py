@@ -420,10 +420,8 @@ def scenario_history(*, scenario: Any) -> dict[str, Any]:
     latest = runs[-1] if runs else None
     verdict = None
     if latest is not None:
+        # When the latest run is the baseline itself there is nothing to judge it against.
         base = baseline if baseline is not None and baseline.pk != latest.pk else None
-        if base is None and baseline is not None:
-            # The latest run is the baseline itself: judge the one before it, if any.
-            base = None
         verdict = run_verdict(run_obj=latest, baseline=base)
     trend_metrics = [
         {"key": m.key, "label": m.label, "unit": m.unit, "better": m.better}
