@@ -6,8 +6,10 @@ only appends to a queue; one writer thread owns every database write. That keeps
 loop free of I/O (a run launched by the service keeps the CLI's request rate) and keeps the
 ORM out of async contexts. The writer stores records in batches (COPY on PostgreSQL,
 multi-row INSERTs on SQLite) at least every _RECORD_FLUSH_S, and snapshots at most every
-_MIN_SAMPLE_GAP_S of wall time (the simulator produces hundreds a second; a live run one per
-`snapshot_interval_s`); the last snapshot is always stored.
+_MIN_SAMPLE_GAP_S of *run* time (a live run sends one per `snapshot_interval_s`; a simulated
+one one per simulated interval, dozens per wall second, and every one is a chart point); the
+last snapshot is always stored. The live channel gets at most one per _PUBLISH_GAP_S of wall
+time, latest wins (viewers fill skipped seqs from the database), and always the last.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from runner import RecordDict, Snapshot
 
 log = logging.getLogger(__name__)
 
-_MIN_SAMPLE_GAP_S = 0.5
+_MIN_SAMPLE_GAP_S = 0.5  # run seconds
+_PUBLISH_GAP_S = 1.0  # wall seconds
 _RECORD_FLUSH_S = 1.0
 _STOP = object()
 
@@ -78,6 +81,7 @@ class RunSink:
         )
         self._writer.start()
         self._closed = False
+        self._last_publish = 0.0
 
     # -- the Sink protocol (engine thread) ---------------------------------------------------
 
@@ -102,7 +106,7 @@ class RunSink:
     def _write_loop(self) -> None:
         pending: list[RecordDict] = []
         unsaved: Snapshot | None = None
-        last_sample = 0.0
+        last_sample_t: float | None = None
         last_flush = time.monotonic()
         try:
             while True:
@@ -130,10 +134,12 @@ class RunSink:
                     self._flush(pending)
                     pending = []
                     last_flush = now
-                if unsaved is not None and now - last_sample >= _MIN_SAMPLE_GAP_S:
-                    self._store_sample(unsaved)
-                    unsaved = None
-                    last_sample = now
+                if unsaved is not None:
+                    t_s = float(unsaved.get("t_s") or 0.0)
+                    if last_sample_t is None or t_s - last_sample_t >= _MIN_SAMPLE_GAP_S:
+                        self._store_sample(unsaved, final=False)
+                        unsaved = None
+                        last_sample_t = t_s
             # The end: everything still buffered is stored.
             while True:
                 try:
@@ -146,7 +152,7 @@ class RunSink:
                     unsaved = item[1]
             self._flush(pending)
             if unsaved is not None:
-                self._store_sample(unsaved)
+                self._store_sample(unsaved, final=True)
         except BaseException as exc:  # stop the run rather than measure into the void
             log.exception("run %s: storing results failed", self.run_uuid)
             self.failure = exc
@@ -154,13 +160,16 @@ class RunSink:
         finally:
             connection.close()
 
-    def _store_sample(self, snapshot: Snapshot) -> None:
+    def _store_sample(self, snapshot: Snapshot, *, final: bool) -> None:
         data: dict[str, Any] = dict(snapshot)
         seq = self.samples_written
         t_s = float(data.get("t_s") or 0.0)
         RunSample.objects.create(run_id=self.run_pk, seq=seq, t_s=t_s, data=data)
         self.samples_written += 1
-        publish_snapshot(run_uuid=self.run_uuid, seq=seq, t_s=t_s, data=data)
+        now = time.monotonic()
+        if final or now - self._last_publish >= _PUBLISH_GAP_S:
+            self._last_publish = now
+            publish_snapshot(run_uuid=self.run_uuid, seq=seq, t_s=t_s, data=data)
 
     def _flush(self, batch: list[RecordDict]) -> None:
         self.records_written += records_insert(
