@@ -583,10 +583,16 @@ export function drawTrees(container, data, mode) {
   container.innerHTML = "";
   const trees = (data && data.trees) || [];
   if (!trees.length) { container.textContent = "No records stored for this run."; return; }
-  for (const tree of trees) {
+  // Every cell first, then the plots: a plot takes its cell's width when drawn, and the grid's
+  // columns are only final once all cells are in (the first tree was drawn full width).
+  const boxes = trees.map(() => {
     const box = document.createElement("div");
     box.className = "tree";
     container.appendChild(box);
+    return box;
+  });
+  trees.forEach((tree, index) => {
+    const box = boxes[index];
     const nodes = tree.nodes;
     const byId = new Map(nodes.map((n) => [n.id, n]));
     const ex = [], ey = [];
@@ -627,7 +633,7 @@ export function drawTrees(container, data, mode) {
       xaxis: { title: { text: "depth" }, dtick: 1, zeroline: false, range: [-0.3, Math.max(...nodes.map((n) => n.depth)) + 0.8] },
       yaxis: { visible: false, autorange: "reversed" }, hovermode: "closest", plot_bgcolor: "#fff", paper_bgcolor: "rgba(0,0,0,0)",
     }, CONFIG);
-  }
+  });
 }
 
 // The run page without the socket: history + latest from the page's data (report, export).
