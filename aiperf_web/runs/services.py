@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db.models import TextField, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 from aiperf_web.core.errors import Invalid, NotFound
@@ -274,18 +276,23 @@ class _Watcher(threading.Thread):
         try:
             while not self.done.wait(_CANCEL_POLL_S):
                 now = time.monotonic()
-                row = Run.objects.filter(pk=self.run_pk).values("cancel_requested_at").first()
-                if row is None or row["cancel_requested_at"] is not None:
-                    self.cancelled = True
-                    self.stop.set()
+                # The time limit needs no database: checked before anything that can fail.
                 if now - started > self.limit_s and not self.stop.is_set():
                     self.timed_out = True
                     self.stop.set()
-                if now - last_beat >= _HEARTBEAT_S:
-                    Run.objects.filter(pk=self.run_pk).update(heartbeat_at=timezone.now())
-                    last_beat = now
-        except Exception:  # the DB went away: the run goes on, the reaper judges it later
-            log.exception("run watcher failed")
+                try:
+                    row = Run.objects.filter(pk=self.run_pk).values("cancel_requested_at").first()
+                    if row is None or row["cancel_requested_at"] is not None:
+                        self.cancelled = True
+                        self.stop.set()
+                    if now - last_beat >= _HEARTBEAT_S:
+                        Run.objects.filter(pk=self.run_pk).update(heartbeat_at=timezone.now())
+                        last_beat = now
+                except DatabaseError:
+                    # A blip must not end the heartbeats for the rest of the run (the reaper
+                    # would fail a healthy run): drop the connection and try at the next poll.
+                    log.warning("run watcher: database error, retrying", exc_info=True)
+                    connection.close()
         finally:
             connection.close()
 
@@ -407,8 +414,15 @@ def runs_reap_stale(*, older_than_s: float | None = None) -> int:
         reaped += Run.objects.filter(pk=pk, status=Status.RUNNING, heartbeat_at__lt=cutoff).update(
             status=Status.FAILED,
             finished_at=timezone.now(),
-            reason=f"the worker stopped responding (no heartbeat for {int(limit)} s); "
-            "samples and records up to its last flush are kept",
+            reason=Concat(
+                Value("worker "),
+                "worker",
+                Value(
+                    f" stopped responding (no heartbeat for over {int(limit)} s); "
+                    "samples and records up to its last flush are kept"
+                ),
+                output_field=TextField(),
+            ),
             samples_count=RunSample.objects.filter(run_id=pk).count(),
             records_count=RunRecord.objects.filter(run_id=pk).count(),
         )

@@ -14,8 +14,3 @@ from aiperf_web.runs import services
 @shared_task(name=services.TASK_NAME, acks_late=True, ignore_result=True)
 def execute_run(run_uuid: str) -> str:
     return services.run_execute(run_uuid=run_uuid, worker=f"{socket.gethostname()}:{os.getpid()}")
-
-
-@shared_task(name="runs.reap_stale", ignore_result=True)
-def reap_stale_runs() -> int:
-    return services.runs_reap_stale()
