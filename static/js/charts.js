@@ -34,11 +34,14 @@ export function workerColor(i) {
 function layout(title, yTitle, extra = {}) {
   return {
     title: { text: title, font: { size: 14 }, x: 0, xanchor: "left" },
-    margin: { l: 56, r: 12, t: 36, b: 30 },
+    margin: { l: 56, r: 22, t: 36, b: 30 },
     height: 270,
-    // Run time on x: a tick suffix instead of an axis title leaves room for the legend.
-    xaxis: { ticksuffix: " s", zeroline: false, automargin: true },
-    yaxis: { title: { text: yTitle }, rangemode: "tozero", zeroline: false },
+    // Run time on x: a tick suffix instead of an axis title leaves room for the legend. Fixed
+    // margins (room for the last tick label on the right), no automargin: with it the last
+    // label's width moved the margin as the run grew and plotly drew the chart twice. Tick
+    // labels may overflow (they fit in the margins): plotly otherwise measures every label.
+    xaxis: { ticksuffix: " s", zeroline: false, ticklabeloverflow: "allow" },
+    yaxis: { title: { text: yTitle }, rangemode: "tozero", zeroline: false, ticklabeloverflow: "allow" },
     legend: { orientation: "h", y: -0.12, yanchor: "top", font: { size: 11 } },
     hovermode: "x unified",
     paper_bgcolor: "rgba(0,0,0,0)",
@@ -47,12 +50,15 @@ function layout(title, yTitle, extra = {}) {
   };
 }
 
+// One formatter (toLocaleString builds one per call: the worker table's 448 cells per snapshot).
+const INTEGER = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+
 export function fmt(value, digits = 1) {
   if (value === null || value === undefined || Number.isNaN(value)) return "—";
   if (typeof value !== "number") return String(value);
   if (Math.abs(value) >= 1e6) return (value / 1e6).toFixed(2) + " M";
-  if (Math.abs(value) >= 1e4) return Math.round(value).toLocaleString("en-US");
-  if (Number.isInteger(value)) return value.toLocaleString("en-US");
+  if (Math.abs(value) >= 1e4) return INTEGER.format(Math.round(value));
+  if (Number.isInteger(value)) return Math.abs(value) < 1000 ? String(value) : INTEGER.format(value);
   return value.toFixed(digits);
 }
 
@@ -132,13 +138,40 @@ export class RunView {
   build() {
     const c = this.charts;
     const el = (id) => this.$(`#${id}`);
-    const pct = (name, unit) => ["p50", "p90", "p99"].map((p) => ({
-      name: `${p}`, x: [], y: [], mode: "lines", line: { width: p === "p50" ? 2 : 1.5, ...PCT_STYLE[p] },
-      hovertemplate: `%{y:.1f} ${unit}<extra>${name} ${p}</extra>`,
+    // The three latency percentiles: one figure of three subplots (one plotly redraw per
+    // snapshot instead of three), drawn in #chart-ttft, the two other cells hidden. Side by
+    // side on a wide page, stacked on a narrow one. Trace 3k+i: metric k, percentile i.
+    const host = el("chart-ttft");
+    for (const id of ["chart-itl", "chart-latency"]) { const o = el(id); if (o) o.hidden = true; }
+    if (host) host.classList.add("latency-subplots");
+    const wide = !host || host.clientWidth === 0 || host.clientWidth >= 760;
+    const metrics = [["TTFT", "Time to first token"], ["ITL", "Inter-token latency"], ["latency", "End-to-end latency"]];
+    const traces = [], axes = {}, titles = [];
+    metrics.forEach(([short, long], k) => {
+      const sx = k ? `${k + 1}` : "";
+      for (const p of ["p50", "p90", "p99"]) {
+        traces.push({
+          name: p, x: [], y: [], mode: "lines", xaxis: `x${sx}`, yaxis: `y${sx}`, legendgroup: p, showlegend: k === 0,
+          line: { width: p === "p50" ? 2 : 1.5, ...PCT_STYLE[p] },
+          hovertemplate: `%{y:.1f} ms<extra>${short} ${p}</extra>`,
+        });
+      }
+      const dom = wide ? [k / 3 + (k ? 0.03 : 0), (k + 1) / 3 - (k < 2 ? 0.03 : 0)] : [0, 1];
+      const ydom = wide ? [0, 1] : [(2 - k) / 3 + 0.07, (3 - k) / 3 - 0.04];
+      axes[`xaxis${sx}`] = { ticksuffix: " s", zeroline: false, ticklabeloverflow: "allow", domain: dom, anchor: `y${sx}`,
+        ...(k ? { matches: "x" } : {}) };
+      axes[`yaxis${sx}`] = { title: { text: "ms", standoff: 4 }, rangemode: "tozero", zeroline: false, ticklabeloverflow: "allow",
+        domain: ydom, anchor: `x${sx}` };
+      titles.push({ text: `<b>${long}</b> (ms)`, showarrow: false, xref: `x${sx} domain`, yref: `y${sx} domain`,
+        x: 0, y: 1, xanchor: "left", yanchor: "bottom", font: { size: 13 } });
+    });
+    c.latencies = new Chart(host, traces, layout("Latency percentiles per interval", "ms", {
+      ...axes, annotations: titles, height: wide ? 290 : 640,
+      margin: { l: 56, r: 22, t: wide ? 58 : 76, b: 30 },
+      // Top right beside the title; on a narrow page, on a line of its own under it.
+      legend: wide ? { orientation: "h", x: 1, xanchor: "right", y: 1, yanchor: "top", yref: "container", font: { size: 11 } }
+        : { orientation: "h", x: 0, xanchor: "left", y: 1 - 30 / 640, yanchor: "top", yref: "container", font: { size: 11 } },
     }));
-    c.ttft = new Chart(el("chart-ttft"), pct("TTFT", "ms"), layout("Time to first token, per interval", "ms"));
-    c.itl = new Chart(el("chart-itl"), pct("ITL", "ms"), layout("Inter-token latency, per interval", "ms"));
-    c.latency = new Chart(el("chart-latency"), pct("latency", "ms"), layout("End-to-end latency, per interval", "ms"));
     c.throughput = new Chart(el("chart-throughput"), [
       { name: "requests/s", x: [], y: [], mode: "lines", line: { color: "#1e8e3e", width: 2 } },
       { name: "errors/s", x: [], y: [], mode: "lines", line: { color: "#d93025", width: 1.5 } },
@@ -242,9 +275,8 @@ export class RunView {
       }
       this.lastPointT = fresh[fresh.length - 1].t_s;
       const x3 = [xs, xs, xs];
-      c.ttft.add([0, 1, 2], x3, sets.ttft_ms);
-      c.itl.add([0, 1, 2], x3, sets.itl_ms);
-      c.latency.add([0, 1, 2], x3, sets.latency_ms);
+      c.latencies.add([0, 1, 2, 3, 4, 5, 6, 7, 8], [...x3, ...x3, ...x3],
+        [...sets.ttft_ms, ...sets.itl_ms, ...sets.latency_ms]);
       c.throughput.add([0, 1], [xs, xs], [rps, eps]);
     }
     // Errors by category (cumulative per sample); a category starts from 0 at the sample
@@ -286,7 +318,7 @@ export class RunView {
   // A whole snapshot: its latest-only panels and the KPIs.
   setLatest(sample, leak) {
     if (sample && (!this.latest || sample.seq >= this.latest.seq)) this.latest = sample;
-    if (leak) this.leak = leak;
+    if (leak) { this.leak = leak; this.leakDirty = true; }
     this.latestDirty = true;
   }
 
@@ -310,7 +342,7 @@ export class RunView {
       this.drawLatestDom(this.latest.data || {});
       cost.dom = performance.now() - t0;
     }
-    if (this.leak) this.drawLeak(this.leak);
+    if (this.leak && this.leakDirty) { this.leakDirty = false; this.drawLeak(this.leak); }
     const now = performance.now();
     const jobs = [];
     let waiting = Infinity;
@@ -322,12 +354,22 @@ export class RunView {
       jobs.push([name, job]);
     }
     jobs.sort((a, b) => (a[1].lastAt || 0) - (b[1].lastAt || 0));
+    // Periodic jobs (counters, per-worker charts) that fall due together take turns: one per
+    // round of frames, the others in the next round, so no snapshot pays for all of them.
+    if (!force) {
+      let periodic = this.periodicInRound ? 1 : 0;
+      for (let i = 0; i < jobs.length; i++) {
+        if (!jobs[i][1].minGap) continue;
+        if (periodic++ > 0) { jobs.splice(i, 1); i -= 1; waiting = Math.min(waiting, 30); }
+      }
+    }
     let done = 0;
     for (const [name, job] of jobs) {
       if (!force && done > 0 && performance.now() - started > FRAME_BUDGET_MS) break;
       const t0 = performance.now();
       job.run();
       job.lastAt = performance.now();
+      if (job.minGap) this.periodicInRound = true;
       cost[name] = job.lastAt - t0;
       done += 1;
     }
@@ -339,6 +381,7 @@ export class RunView {
     }
     // A snapshot counts as drawn once no chart in view that is due still waits for it.
     if (done === jobs.length) {
+      this.periodicInRound = false;
       const seqs = this.drawnSeqs;
       this.drawnSeqs = [];
       if (this.onDrawn) this.onDrawn(seqs, performance.now() - started, cost);
@@ -446,7 +489,8 @@ export class RunView {
         bar("session copies", w.session_copies, "#1e8e3e"),
         bar("orphaned copies", w.orphaned_copies, "#d93025"),
       ], layout("Client workers now", "count", {
-        barmode: "group", xaxis: { title: { text: "client worker" }, dtick: k > 24 ? 4 : 1 }, hovermode: "x unified",
+        barmode: "group", xaxis: { title: { text: "client worker" }, dtick: k > 24 ? 4 : 1, ticklabeloverflow: "allow" },
+        hovermode: "x unified",
       }), CONFIG);
     }
   }
@@ -489,8 +533,8 @@ export class RunView {
       colorbar: { title: { text: "turns" }, thickness: 10 },
       hovertemplate: "from worker %{x} to worker %{y}: %{z} turns<extra></extra>",
     }], layout("Migrations from → to", "to worker", {
-      xaxis: { title: { text: "from worker" }, dtick: k > 24 ? 4 : 1, constrain: "domain" },
-      yaxis: { title: { text: "to worker" }, dtick: k > 24 ? 4 : 1, autorange: "reversed" },
+      xaxis: { title: { text: "from worker" }, dtick: k > 24 ? 4 : 1, constrain: "domain", ticklabeloverflow: "allow" },
+      yaxis: { title: { text: "to worker" }, dtick: k > 24 ? 4 : 1, autorange: "reversed", ticklabeloverflow: "allow" },
       height: 300, hovermode: "closest",
     }), CONFIG);
     this.heatmapDrawn = true;
@@ -514,7 +558,7 @@ export class RunView {
     ];
     if (inf.bound_keys) traces.push({ type: "bar", name: "bound keys", x, y: inf.bound_keys, marker: { color: "#9334e6" } });
     window.Plotly.react(this.inferenceEl, traces, layout("Inference workers", "requests / keys", {
-      barmode: "group", xaxis: { title: { text: "inference worker" } },
+      barmode: "group", xaxis: { title: { text: "inference worker" }, ticklabeloverflow: "allow" },
       yaxis2: { title: { text: "cached-token ratio" }, overlaying: "y", side: "right", range: [0, 1], showgrid: false },
       margin: { l: 56, r: 56, t: 36, b: 40 }, hovermode: "x unified",
     }), CONFIG);

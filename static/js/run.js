@@ -14,16 +14,20 @@ const view = new RunView(root, { intervalS: page.interval_s });
 const probe = { view, drawnAt: {}, drawMs: [], frameMs: [], ingestMs: [], costs: [], messages: 0, socket: null };
 window.aiperfRun = probe;
 // Main-thread time: every frame's drawing, and per snapshot the frames until it was drawn.
+// costs: per snapshot, the time of each chart (summed over the frames until it was drawn).
 let since = 0;
+let costs = {};
 view.onDrawn = (seqs, ms, cost) => {
   const now = Date.now();
   since += ms;
   probe.frameMs.push(ms);
+  for (const [k, v] of Object.entries(cost)) costs[k] = (costs[k] || 0) + v;
   if (seqs.length) {
     for (const s of seqs) probe.drawnAt[s] = now;
     probe.drawMs.push(since);
-    probe.costs.push(cost);
+    probe.costs.push(costs);
     since = 0;
+    costs = {};
   }
 };
 
