@@ -18,7 +18,7 @@ from runner.client import preflight
 from runner.errors import SpecError
 from runner.live import LiveConfig, replay_live
 from runner.live.probe import probe_affinity
-from runner.output import RunStatus, Sink, Summary, drain_report, summary_figures
+from runner.output import RunStatus, Sink, Summary
 from runner.sim.simulator import SimConfig, simulate
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
@@ -110,8 +110,6 @@ async def run_async(
         if relay is not None:
             relay.cancel()
     summary = cast(Summary, result.summary)
-    summary.update(summary_figures(result.metrics, elapsed_s=summary_elapsed(summary)))
-    summary["drain"] = drain_report(result.engine)
     if unavailable:
         summary["unavailable"] = unavailable
         if "prefix_cache_hit_ratio" in unavailable:
@@ -147,13 +145,7 @@ def _simulate(
     )
     result = simulate(trees, config, sink=sink, stop=stop)
     reason = "cancelled" if result.cancelled else None
-    summary = cast(Summary, result.summary)
-    summary.update(summary_figures(result.metrics, elapsed_s=summary_elapsed(summary)))
-    bound = cast(dict[str, object], summary).get("affinity_keys_bound_server")
-    summary["drain"] = drain_report(
-        result.engine, server_bound_keys=bound if isinstance(bound, int) else None
-    )
-    return _finish(summary, reason)
+    return _finish(cast(Summary, result.summary), reason)
 
 
 def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:
@@ -171,11 +163,6 @@ def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:
         snapshot_interval_s=spec.snapshot_interval_s,
         slo_ms=spec.slo_ms,
     )
-
-
-def summary_elapsed(summary: Summary) -> float:
-    elapsed = cast(dict[str, object], summary).get("elapsed_s")
-    return float(elapsed) if isinstance(elapsed, int | float) else 0.0
 
 
 def _finish(summary: Summary, stopped_reason: str | None) -> RunResult:

@@ -10,12 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from runner.metrics import RunMetrics
+from runner.output import drain_report, summary_figures
 from runner.replay.engine import Engine
 
 __all__ = ["run_summary"]
 
 
-def run_summary(engine: Engine, metrics: RunMetrics, *, elapsed_s: float) -> dict[str, Any]:
+def run_summary(
+    engine: Engine,
+    metrics: RunMetrics,
+    *,
+    elapsed_s: float,
+    server_bound_keys: int | None = None,
+) -> dict[str, Any]:
+    """`server_bound_keys`: the affinity keys the target still holds, when it can tell (the
+    simulated cluster); part of the drain check."""
     overall = metrics.overall
     percentiles = metrics.summary_percentiles()
     throughput = metrics.throughput(elapsed_s)
@@ -36,6 +45,10 @@ def run_summary(engine: Engine, metrics: RunMetrics, *, elapsed_s: float) -> dic
     }
     for name in ("ttft_ms", "itl_ms", "latency_ms"):
         summary[name] = dict(percentiles[name])
+    summary.update(summary_figures(metrics, elapsed_s=elapsed_s))
+    if server_bound_keys is not None:
+        summary["affinity_keys_bound_server"] = server_bound_keys
+    summary["drain"] = drain_report(engine, server_bound_keys=server_bound_keys)
     return summary
 
 

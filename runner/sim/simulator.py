@@ -129,8 +129,9 @@ def simulate(
     if cancelled:
         engine.scheduler.stop(now_s)
     elapsed_s = now_s
-    summary = run_summary(engine, metrics, elapsed_s=elapsed_s)
-    summary["affinity_keys_bound_server"] = cluster.bound_keys(now_s)
+    summary = run_summary(
+        engine, metrics, elapsed_s=elapsed_s, server_bound_keys=cluster.bound_keys(now_s)
+    )
     if sink is not None:
         if pending:
             sink.records(pending)

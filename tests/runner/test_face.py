@@ -17,7 +17,6 @@ from runner import (
     EndpointTarget,
     ListSink,
     RunSpec,
-    SimulatedTarget,
     SpecError,
     parse_spec,
     run,
@@ -221,10 +220,6 @@ def test_a_snapshot_at_64_client_and_64_inference_workers_stays_under_16_kb():
     assert last["migrations_total"] > 0
     sizes = [len(json.dumps(s, separators=(",", ":"))) for s in sink.snapshots]
     assert max(sizes) < 16 * 1024, sizes
-
-
-def test_simulated_target_defaults_match_the_cli():
-    assert SimulatedTarget().workers == 8 and SimulatedTarget().router == "round-robin"
 
 
 # ------------------------------------------------------------------------ the import rule
