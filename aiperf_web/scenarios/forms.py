@@ -6,12 +6,14 @@ from django import forms
 
 from aiperf_web.core.forms import spec_fields
 from aiperf_web.scenarios.samples import available_samples
+from runner import DEFAULT_MAX_BYTES
 
 
 class TraceUploadForm(forms.Form):
     team = forms.ChoiceField(required=False)
     file = forms.FileField(
-        help_text="native JSONL, aiperf dag_jsonl, Claude Code JSON, Mooncake JSONL or Azure CSV"
+        help_text="native JSONL, aiperf dag_jsonl, Claude Code JSON, Mooncake JSONL or Azure CSV, "
+        f"up to {DEFAULT_MAX_BYTES // 2**20} MiB"
     )
     name = forms.CharField(required=False, max_length=200, help_text="default: the file name")
 

@@ -488,8 +488,9 @@ export class RunView {
         bar("sticky entries", w.sticky_entries, "#12b5cb"),
         bar("session copies", w.session_copies, "#1e8e3e"),
         bar("orphaned copies", w.orphaned_copies, "#d93025"),
-      ], layout("Client workers now", "count", {
-        barmode: "group", xaxis: { title: { text: "client worker" }, dtick: k > 24 ? 4 : 1, ticklabeloverflow: "allow" },
+      // The x axis is named in the title: an axis title would sit on the legend below it.
+      ], layout("Per client worker, now (x = worker id)", "count", {
+        barmode: "group", xaxis: { dtick: k > 24 ? 4 : 1, ticklabeloverflow: "allow" },
         hovermode: "x unified",
       }), CONFIG);
     }
