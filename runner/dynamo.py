@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["PARENT_SESSION_HEADER", "SESSION_HEADER"]
+__all__ = ["PARENT_SESSION_HEADER", "SESSION_FINAL_HEADER", "SESSION_HEADER"]
 
-# Header affinity (Dynamo frontend --router-session-affinity-ttl-secs): the session's own id,
-# and since v1.6 its parent's, so subagents group under the parent's key.
+# Header affinity of released Dynamo (1.3 on; the frontend needs
+# --router-session-affinity-ttl-secs): the key a request binds under, and since 1.6 the parent's
+# id, which keys the request on a sibling group derived from the parent instead.
 SESSION_HEADER: Final = "X-Dynamo-Session-ID"
 PARENT_SESSION_HEADER: Final = "X-Dynamo-Parent-Session-ID"
+# The request that would close the session (Dynamo 1.6 keeps the binding to its idle TTL).
+SESSION_FINAL_HEADER: Final = "X-Dynamo-Session-Final"

@@ -29,7 +29,12 @@ from pydantic import (
 from runner.affinity.emitters import AffinityConfig, AffinityKind, HeaderSource, Scope
 from runner.client import Timeouts
 from runner.cluster import ClusterConfig
-from runner.cluster.config import DynamoVersion, RouterMode
+from runner.cluster.config import (
+    DynamoVersion,
+    HeaderAffinityMode,
+    RouterMode,
+    canonical_dynamo_version,
+)
 from runner.errors import SpecError
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
@@ -169,7 +174,10 @@ class SimulatedTarget(BaseModel):
     )
     max_num_seqs: int = Field(default=256, ge=1, le=65536, description="batch slots per rank")
     dynamo_version: DynamoVersion = Field(
-        default="1.3", description="session_control dialect: 1.2 rejects bind with HTTP 400"
+        default="bind",
+        description="Dynamo generation: 1.2 (session_control open/close), bind (development "
+        "builds: open/bind/close), 1.6 (released 1.3-1.6: no session_control, header "
+        "affinity); 1.3 is a deprecated name for bind",
     )
     session_control_kv_only: bool = Field(
         default=False, description="honour session_control only with the kv routers"
@@ -177,11 +185,30 @@ class SimulatedTarget(BaseModel):
     header_affinity_ttl_s: PositiveSeconds | None = Field(
         default=None, description="X-Dynamo-Session-ID affinity idle TTL; None = off"
     )
+    header_affinity_mode: HeaderAffinityMode = Field(
+        default="hard",
+        description="header affinity: hard sends to the bound worker; soft prefers it (our "
+        "model: unless it has no free batch slot)",
+    )
     # Virtual time runs hundreds of times faster than the wall: a snapshot per simulated
     # second would be thousands per run, so simulated runs report on their own interval.
     snapshot_interval_s: float = Field(
         default=10.0, gt=0, le=86_400, description="simulated seconds between snapshots"
     )
+
+    @field_validator("dynamo_version", mode="before")
+    @classmethod
+    def _version_alias(cls, value: object) -> object:
+        return canonical_dynamo_version(value)  # stored specs may still say "1.3"
+
+    @model_validator(mode="after")
+    def _header_affinity_exists(self) -> SimulatedTarget:
+        if self.header_affinity_ttl_s is not None and self.dynamo_version == "1.2":
+            raise ValueError(
+                "Dynamo 1.2 has no header affinity: header_affinity_ttl_s needs "
+                "dynamo_version 1.6 (or bind)"
+            )
+        return self
 
     def cluster_config(self, *, seed: int) -> ClusterConfig:
         return ClusterConfig(
@@ -195,6 +222,7 @@ class SimulatedTarget(BaseModel):
             dynamo_version=self.dynamo_version,
             honour_session_control=not self.session_control_kv_only,
             header_affinity_ttl_s=self.header_affinity_ttl_s,
+            header_affinity_mode=self.header_affinity_mode,
             seed=seed,
         )
 

@@ -1,8 +1,12 @@
 """Server-side session affinity: what each request carries so the inference router keeps a
 session (or a whole agent tree) on one worker.
 
-Owns the exact wire shapes of PRODUCT.md §4.5 — `nvext.session_control` bind/close/open and the
-affinity headers — and the per-client-worker memory the Dynamo 1.2.x `open` contract needs.
+Owns the exact wire shapes of PRODUCT.md §4.5 for the three Dynamo generations — the bind-era
+`nvext.session_control` bind/close (development builds), 1.2.x `open`/`close`, and the
+`X-Dynamo-Session-*` headers of the releases from 1.3 on — plus plain affinity headers, and the
+memory the `open` contract needs. `scope` means the same everywhere: `conversation` keys a
+request on its own session id, `lineage` on the tree root's id, and only the request stamped
+tree-final carries the close (`close` action, or `X-Dynamo-Session-Final: true`).
 Pure: it decides body keys and headers from a credit; it never sends a request.
 """
 
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runner.credit import Credit
-from runner.dynamo import PARENT_SESSION_HEADER, SESSION_HEADER
+from runner.dynamo import PARENT_SESSION_HEADER, SESSION_FINAL_HEADER, SESSION_HEADER
 from runner.errors import SpecError
 
 __all__ = [
@@ -56,10 +60,20 @@ class AffinityConfig:
     close_on: Literal["tree-final", "root-final"] = "tree-final"
     header_name: str = "X-Session-ID"
     header_source: HeaderSource = "own"
+    # dynamo-headers: also send X-Dynamo-Parent-Session-ID. Dynamo 1.6 then keys a child on a
+    # sibling group derived from its parent (siblings together, apart from the parent), so it
+    # is conversation-only: lineage sends the root's id alone to keep the tree whole.
+    parent_header: bool = False
 
     def __post_init__(self) -> None:
         if self.timeout_s < 1:
             raise SpecError(f"affinity timeout must be >= 1 s, got {self.timeout_s}")
+        if self.parent_header and self.scope == "lineage":
+            raise SpecError(
+                "parent_header sends X-Dynamo-Parent-Session-ID, which makes Dynamo 1.6 key "
+                "children on their parent's sibling group and split the tree: lineage sends "
+                "the root's id alone (turn parent_header off, or use scope conversation)"
+            )
         if self.kind is AffinityKind.HEADER and not _is_token(self.header_name):
             raise SpecError(
                 f"affinity header name {self.header_name!r} is not a valid HTTP header name"
@@ -101,26 +115,41 @@ class AffinityEmitter:
         if kind is _NVEXT:
             return self._nvext(credit, client_worker)
         if kind is _HEADERS:
-            headers = [(SESSION_HEADER, credit.session_id)]
-            if credit.parent_id is not None:
-                headers.append((PARENT_SESSION_HEADER, credit.parent_id))
-            return AffinityDecision(key=credit.session_id, headers=tuple(headers))
+            return self._dynamo_headers(credit)
         value = _source(credit, config.header_source)
         if value is None:
             return _NO_AFFINITY  # a root has no parent: nothing to carry
         return AffinityDecision(key=value, headers=((config.header_name, value),))
 
-    def _nvext(self, credit: Credit, client_worker: int) -> AffinityDecision:
+    def _key(self, credit: Credit) -> tuple[str, bool]:
+        """The key a request binds under and whether it carries the close, by scope."""
         config = self.config
         if config.scope == "lineage":
-            key = credit.root_id
             if config.close_on == "tree-final":
-                closing = credit.is_tree_final
-            else:
-                closing = credit.is_final_turn and credit.parent_id is None
-        else:
-            key = credit.session_id
-            closing = credit.is_final_turn
+                return credit.root_id, credit.is_tree_final
+            return credit.root_id, credit.is_final_turn and credit.parent_id is None
+        return credit.session_id, credit.is_final_turn
+
+    def _dynamo_headers(self, credit: Credit) -> AffinityDecision:
+        """Released Dynamo (1.3 on): the server binds a key on its first dispatched request and
+        follows it after, so the first request under a key counts as the bind. Dynamo has no
+        unbind: the final header is sent (and counted as the close) for servers that use it."""
+        key, closing = self._key(credit)
+        headers = [(SESSION_HEADER, key)]
+        if self.config.parent_header and credit.parent_id is not None:
+            headers.append((PARENT_SESSION_HEADER, credit.parent_id))
+        if closing:
+            self._opened.pop(key, None)
+            headers.append((SESSION_FINAL_HEADER, "true"))
+            return AffinityDecision(key, _CLOSE, headers=tuple(headers))
+        if key in self._opened:
+            return AffinityDecision(key, _FOLLOW, headers=tuple(headers))
+        self._opened[key] = set()
+        return AffinityDecision(key, _BIND, headers=tuple(headers))
+
+    def _nvext(self, credit: Credit, client_worker: int) -> AffinityDecision:
+        config = self.config
+        key, closing = self._key(credit)
         if closing:
             self._opened.pop(key, None)
             return AffinityDecision(key, _CLOSE, {"session_id": key, "action": "close"})

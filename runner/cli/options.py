@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from runner.cluster.config import DYNAMO_VERSION_ALIASES, HeaderAffinityMode
 from runner.errors import SpecError
 from runner.spec import (
     AFFINITIES,
@@ -39,6 +40,8 @@ __all__ = [
     "simulated_target",
     "trace_size_limit",
 ]
+
+HEADER_AFFINITY_MODES: tuple[str, ...] = get_args(HeaderAffinityMode)
 
 # Defaults come from the spec's own fields, so the CLI and the service never disagree.
 _SPEC = RunSpec.model_fields
@@ -384,9 +387,12 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, prefix: str) -> None
     )
     group.add_argument(
         "--dynamo-version",
-        choices=DYNAMO_VERSIONS,
+        choices=(*DYNAMO_VERSIONS, *DYNAMO_VERSION_ALIASES),
         default=_default(_SIM, "dynamo_version"),
-        help="session_control dialect: 1.2 rejects `bind` with HTTP 400 (default 1.3)",
+        help="the Dynamo generation: 1.2 (session_control open/close; bind gets HTTP 400), "
+        "bind (development builds: open/bind/close, the default), 1.6 (released 1.3-1.6.x: "
+        "session_control gets HTTP 400, header affinity with --header-affinity-ttl); "
+        "1.3 is a deprecated name for bind",
     )
     group.add_argument(
         "--session-control-kv-only",
@@ -398,7 +404,15 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, prefix: str) -> None
         type=float,
         default=None,
         metavar="S",
-        help="enable X-Dynamo-Session-ID affinity with this idle TTL in seconds (default off)",
+        help="enable X-Dynamo-Session-ID affinity with this idle TTL in seconds (default off; "
+        "versions bind and 1.6)",
+    )
+    group.add_argument(
+        "--header-affinity-mode",
+        choices=HEADER_AFFINITY_MODES,
+        default=_default(_SIM, "header_affinity_mode"),
+        help="hard: always the bound worker (default); soft: the bound worker unless it has "
+        "no free batch slot",
     )
 
 
@@ -415,6 +429,7 @@ def simulated_target(args: argparse.Namespace) -> SimulatedTarget:
         "dynamo_version": args.dynamo_version,
         "session_control_kv_only": args.session_control_kv_only,
         "header_affinity_ttl_s": args.header_affinity_ttl,
+        "header_affinity_mode": args.header_affinity_mode,
     }
     # Validated as part of a spec so errors read like every other spec error.
     validated = parse_spec({"target": target}).target

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -206,6 +207,11 @@ class InferenceClient:
     async def get(self, path: str) -> httpx.Response:
         """A plain GET under the API root (e.g. "/v1/models"), body read. Raises httpx errors."""
         return await self._http.get(self.url(path))
+
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> httpx.Response:
+        """A plain JSON POST under the API root, whole body read (a probe that must see the
+        server's full answer). Raises httpx errors."""
+        return await self._http.post(self.url(path), content=encode_body(body))
 
     async def send(
         self,

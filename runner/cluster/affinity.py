@@ -1,9 +1,9 @@
 """Dynamo's server-side session affinity: `nvext.session_control` parsing and binding stores.
 
 Owns the request-body rules of server-side.md §1.2 (the serde-style HTTP 400 texts, the
-1.2-vs-1.3 action sets, the 300 s default timeout) and a key → engine store with idle TTLs,
-lazy expiry at access and a periodic sweep. It does not route: the cluster decides when to
-peek, bind, refresh or unbind.
+action sets of 1.2 and of the bind-era builds, 1.3-1.6's refusal of the whole field, the 300 s
+default timeout) and a key → engine store with idle TTLs, lazy expiry at access and a periodic
+sweep. It does not route: the cluster decides when to peek, bind, refresh or unbind.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ from typing import Literal, NamedTuple, cast
 
 from runner.cluster.config import DynamoVersion
 
-__all__ = ["BindingStore", "SessionAction", "SessionControl", "parse_session_control"]
+__all__ = [
+    "SESSION_CONTROL_REFUSED_16",
+    "BindingStore",
+    "SessionAction",
+    "SessionControl",
+    "parse_session_control",
+]
 
 SessionAction = Literal["open", "bind", "close"]
 
@@ -25,12 +31,20 @@ _BODY_ERROR = "Failed to deserialize the JSON body into the target type: "
 _PATH = "nvext.session_control"
 _EXPECTED_ACTIONS: dict[str, str] = {
     "1.2": "expected `open` or `close`",
-    "1.3": "expected one of `open`, `bind`, `close`",
+    "bind": "expected one of `open`, `bind`, `close`",
 }
 _ACTIONS: dict[str, frozenset[str]] = {
     "1.2": frozenset({"open", "close"}),
-    "1.3": frozenset({"open", "bind", "close"}),
+    "bind": frozenset({"open", "bind", "close"}),
 }
+# Released 1.3 to 1.6.x: NvExt lost `session_control` and refuses unknown fields.
+# TODO(observed): replace with the text real Dynamo 1.6.1 answers (docs/dynamo-observed.md).
+SESSION_CONTROL_REFUSED_16 = (
+    _BODY_ERROR + "nvext: unknown field `session_control`, expected one of `greed_sampling`, "
+    "`use_raw_prompt`, `annotations`, `backend_instance_id`, `token_data`, `max_thinking_tokens`, "
+    "`extra_fields`, `prefill_worker_id`, `decode_worker_id`, `dp_rank`, `prefill_dp_rank`, "
+    "`agent_hints`, `agent_context`, `request_timestamp_ms`"
+)
 
 
 class SessionControlError(ValueError):
@@ -47,8 +61,11 @@ def parse_session_control(raw: object, *, version: DynamoVersion) -> SessionCont
     """Validate `nvext.session_control` as sent, the way the chosen Dynamo version does.
 
     Raises SessionControlError carrying the 400 text. The 1.2 `bind` rejection is verbatim
-    from server-side.md §1.2; the other texts follow serde's wording.
+    from server-side.md §1.2; the other texts follow serde's wording. Generation "1.6" refuses
+    the field whatever it holds.
     """
+    if version == "1.6":
+        raise SessionControlError(SESSION_CONTROL_REFUSED_16)
     if not isinstance(raw, Mapping):
         raise _error(_PATH, f"invalid type: {_serde_kind(raw)}, expected struct SessionControl")
     if "session_id" not in raw:
@@ -117,10 +134,11 @@ class BindingStore:
 
     A binding is expired from its `expires_s` on (exact at access: `peek` drops it); `sweep`
     reaps the ones nobody asks about, as Dynamo's 30 s reaper does. Every removal by expiry
-    is counted, whichever of the two finds it.
+    is counted, whichever of the two finds it. The caller counts follows and fallbacks (it
+    knows where the request went); the store keeps the lists.
     """
 
-    __slots__ = ("_by_key", "binds", "closes", "dropped", "expiries")
+    __slots__ = ("_by_key", "binds", "closes", "dropped", "expiries", "fallbacks", "follows")
 
     def __init__(self, engines: int) -> None:
         self._by_key: dict[str, _Binding] = {}
@@ -128,6 +146,12 @@ class BindingStore:
         self.closes = [0] * engines
         self.expiries = [0] * engines
         self.dropped = [0] * engines  # removed because the engine's worker went down
+        self.follows = [0] * engines  # requests sent to the engine by a live binding
+        self.fallbacks = [0] * engines  # soft affinity: bound here, sent elsewhere
+
+    def __len__(self) -> int:
+        """Entries held, expired ones not yet found by a peek or a sweep included."""
+        return len(self._by_key)
 
     def peek(self, key: str, now_s: float) -> int | None:
         """The engine `key` is bound to, or None (an expired binding is removed here)."""

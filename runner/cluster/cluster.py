@@ -1,7 +1,8 @@
 """The simulated inference cluster: a Dynamo-like frontend (router + session affinity) over engines.
 
 Owns where each request goes (PRODUCT.md §4.8): session_control and header bindings first,
-then the router mode, then the analytic timing of the chosen engine. It does no I/O, starts
+then the router mode, then the analytic timing of the chosen engine. Which affinity contract
+applies is the configured Dynamo generation's (config.DynamoVersion). It does no I/O, starts
 no tasks and reads no clock: every call takes the caller's `now_s` (virtual time in the
 simulator, scaled monotonic time in the mock server), which must not go backwards (an
 earlier value is treated as the latest one seen).
@@ -41,13 +42,31 @@ __all__ = [
 #   closed              a close went to its live binding, which was then removed
 #   header-bound        X-Dynamo-Session-ID: the first request bound its key
 #   header-followed     X-Dynamo-Session-ID: the request went to its key's binding
+#   header-fallback     soft header affinity: the bound engine had no free slot, so the
+#                       request was routed normally and the binding kept
 #   none                nothing (no affinity, an unbound bare session_id or close, ...)
 AffinityOutcome = Literal[
-    "none", "bound", "opened", "followed", "closed", "header-bound", "header-followed"
+    "none",
+    "bound",
+    "opened",
+    "followed",
+    "closed",
+    "header-bound",
+    "header-followed",
+    "header-fallback",
 ]
 
-# Dynamo v1.6 keys a subagent group by its parent id under an internal prefix (§1.3, #14521).
+# Dynamo v1.6 keys a subagent group by its parent id under an internal prefix (§1.3, #14521:
+# `\u{1}sg:<blake3(parent)>`); the raw parent id stands in for its hash, one-to-one as well.
 _GROUP_KEY_PREFIX = "\x01sg:"
+
+# Why header affinity refused a request (ClusterTotals.header_refusals), with its status.
+HeaderRefusal = Literal["id_too_long", "table_full"]
+# TODO(observed): the >256-byte id status and text of real Dynamo 1.6.1.
+_ID_TOO_LONG_STATUS = 400
+# Dynamo names the entry-limit error "resource exhausted"; 429 is that code's HTTP mapping
+# (gRPC RESOURCE_EXHAUSTED). Assumed: 65,536 live sessions were not reproduced on a real one.
+_TABLE_FULL_STATUS = 429
 
 
 class ClusterRequest(NamedTuple):
@@ -65,8 +84,11 @@ class ClusterRequest(NamedTuple):
     output_tokens: int
     # `nvext.session_control` exactly as sent (normally a dict; anything else gets a 400).
     session_control: object = None
-    session_header: str | None = None  # X-Dynamo-Session-ID
-    parent_session_header: str | None = None  # X-Dynamo-Parent-Session-ID
+    # X-Dynamo-Session-ID and X-Dynamo-Parent-Session-ID. Their length limit is in UTF-8
+    # bytes: a server handing raw header bytes over should decode them with "surrogateescape"
+    # so that every byte counts once. X-Dynamo-Session-Final is not here: Dynamo has no unbind.
+    session_header: str | None = None
+    parent_session_header: str | None = None
     # Salts the first block key only: requests of different scopes never share cache even
     # with equal keys (the simulator replays one trace's cached key chains per tree
     # instance); 0 shares by content alone, as a real server does.
@@ -115,6 +137,12 @@ class WorkerStats(TypedDict):
     expiries: int
     bindings_dropped: int  # removed because the worker went down
     sessions_seen: int  # distinct session ids among its requests
+    # Header affinity alone (binds/expiries/bindings_dropped above count both kinds).
+    header_binds: int  # keys bound here by their first dispatched request
+    header_follows: int  # requests sent here by a live header binding
+    header_expiries: int  # bindings here that idled past their TTL
+    header_invalidations: int  # bindings here dropped because the worker went down
+    header_fallbacks: int  # soft mode: bound here, routed elsewhere (no free slot)
 
 
 class ClusterTotals(TypedDict):
@@ -133,12 +161,22 @@ class ClusterTotals(TypedDict):
     bindings_dropped: int
     sessions_seen: int
     rejections: dict[str, int]  # by HTTP status
+    header_binds: int
+    header_follows: int
+    header_expiries: int
+    header_invalidations: int
+    header_fallbacks: int
+    # Requests refused by the header limits, by reason; a refused request reaches no worker,
+    # so these are counted for the cluster only.
+    header_refusals: dict[str, int]
 
 
 class ClusterStats(TypedDict):
     now_s: float
     router: str
     dynamo_version: str
+    header_affinity_ttl_s: float | None  # None: header affinity off
+    header_affinity_mode: str
     workers: list[WorkerStats]
     totals: ClusterTotals
 
@@ -172,6 +210,8 @@ class Cluster:
             "kv",
             "kv-approx",
         )
+        self._header_soft = config.header_affinity_mode == "soft"
+        self._header_refusals: dict[str, int] = {}
         self._sessions_seen: list[set[str]] = [set() for _ in range(config.workers)]
         self._all_sessions_seen: set[str] = set()
         self._close_misses = 0
@@ -219,8 +259,23 @@ class Cluster:
 
         # Before selection: a live binding decides the engine, bypassing the router (§1.2).
         bound = self._sessions.peek(control.session_id, now_s) if control is not None else None
-        header_bound = self._headers.peek(header_key, now_s) if header_key is not None else None
+        header_bound = None
+        if header_key is not None:
+            refusal = self._header_limits(request, header_key, now_s)
+            if refusal is not None:
+                return refusal
+            header_bound = self._headers.peek(header_key, now_s)
         index = bound if bound is not None else header_bound
+        if (
+            bound is None
+            and index is not None
+            and self._header_soft
+            and not self._engines[index].has_free_slot(now_s)
+        ):
+            # Soft mode passes the binding as a preference. Our model of what the router makes
+            # of it (not observed): a saturated bound engine is passed over, and the binding
+            # stays where it was.
+            index = None
         if index is None:
             index = self._route(request, now_s)
             if index is None:
@@ -250,7 +305,7 @@ class Cluster:
             outcome = self._on_routed_control(control, index, bound, now_s)
         if header_key is not None:
             header_outcome = self._on_routed_header(header_key, index, header_bound, end_s)
-            if outcome == "none":
+            if outcome == "none" or header_outcome == "header-fallback":
                 outcome = header_outcome
 
         return Placement(
@@ -266,7 +321,8 @@ class Cluster:
 
     def _header_key(self, request: ClusterRequest) -> str | None:
         """The X-Dynamo-Session-ID binding key: the session's own id, or its parent's group
-        key when grouping is on (v1.6); None when header affinity is off or absent."""
+        key when grouping is on (v1.6); None when header affinity is off or absent (the
+        configuration allows a TTL only for generations that have header affinity)."""
         config = self._config
         if config.header_affinity_ttl_s is None or request.session_header is None:
             return None
@@ -274,6 +330,37 @@ class Cluster:
         if parent is not None and config.header_parent_grouping:
             return _GROUP_KEY_PREFIX + parent
         return request.session_header
+
+    def _header_limits(self, request: ClusterRequest, key: str, now_s: float) -> Rejection | None:
+        """Header affinity's limits (§1.3): ids of at most 256 bytes, at most 65,536 bound
+        keys; a request past either is refused before it is routed."""
+        config = self._config
+        max_bytes = config.header_affinity_max_id_bytes
+        for name, value in (
+            ("X-Dynamo-Session-ID", request.session_header),
+            ("X-Dynamo-Parent-Session-ID", request.parent_session_header),
+        ):
+            if value is not None and len(value.encode("utf-8", "surrogateescape")) > max_bytes:
+                self._count_refusal("id_too_long")
+                # TODO(observed): the text real Dynamo 1.6.1 answers.
+                return self._reject(
+                    _ID_TOO_LONG_STATUS,
+                    f"invalid session affinity header {name}: longer than {max_bytes} bytes",
+                )
+        headers = self._headers
+        limit = config.header_affinity_max_sessions
+        if len(headers) >= limit and headers.peek(key, now_s) is None:
+            headers.sweep(now_s)  # expired entries make room before anything is refused
+            if len(headers) >= limit:
+                self._count_refusal("table_full")
+                return self._reject(
+                    _TABLE_FULL_STATUS,
+                    f"resource exhausted: session affinity holds {limit} sessions",
+                )
+        return None
+
+    def _count_refusal(self, reason: HeaderRefusal) -> None:
+        self._header_refusals[reason] = self._header_refusals.get(reason, 0) + 1
 
     def _on_routed_control(
         self, control: SessionControl, index: int, bound: int | None, now_s: float
@@ -297,16 +384,24 @@ class Cluster:
     def _on_routed_header(
         self, key: str, index: int, bound: int | None, end_s: float
     ) -> AffinityOutcome:
-        """X-Dynamo-Session-ID after selection: a request in flight holds the binding, and the
-        idle TTL runs from its end (§1.3)."""
+        """X-Dynamo-Session-ID after selection (§1.3): the first dispatched request binds the
+        key; every request under it is a lease that holds the binding while it runs, and the
+        idle TTL runs from the end of the last one. Nothing unbinds (Session-Final neither)."""
         ttl_s = self._config.header_affinity_ttl_s
         assert ttl_s is not None
+        headers = self._headers
         expires_s = end_s + ttl_s
-        if bound is not None:
-            self._headers.hold_until(key, expires_s)
+        if bound is None:
+            headers.bind(key, index, expires_s=expires_s, ttl_s=ttl_s)
+            return "header-bound"
+        headers.hold_until(key, expires_s)
+        if index == bound:
+            headers.follows[bound] += 1
             return "header-followed"
-        self._headers.bind(key, index, expires_s=expires_s, ttl_s=ttl_s)
-        return "header-bound"
+        if self._header_soft:
+            headers.fallbacks[bound] += 1
+            return "header-fallback"
+        return "none"  # a session_control binding sent it elsewhere
 
     def cancel(self, request_id: str, now_s: float) -> bool:
         """The client went away: free the request's slot. False if it is unknown or ended."""
@@ -373,6 +468,7 @@ class Cluster:
             running = queued = active_blocks = 0
             requests = prompt_tokens = cached_tokens = cache_blocks = 0
             bound_keys = binds = closes = expiries = dropped = 0
+            h_binds = h_follows = h_expiries = h_dropped = h_fallbacks = 0
             for engine in self._worker_engines(worker_id):
                 i = engine.index
                 engine_running, engine_queued = engine.running_and_queued(now_s)
@@ -388,6 +484,11 @@ class Cluster:
                 closes += sessions.closes[i] + headers.closes[i]
                 expiries += sessions.expiries[i] + headers.expiries[i]
                 dropped += sessions.dropped[i] + headers.dropped[i]
+                h_binds += headers.binds[i]
+                h_follows += headers.follows[i]
+                h_expiries += headers.expiries[i]
+                h_dropped += headers.dropped[i]
+                h_fallbacks += headers.fallbacks[i]
             workers.append(
                 WorkerStats(
                     worker_id=worker_id,
@@ -406,6 +507,11 @@ class Cluster:
                     expiries=expiries,
                     bindings_dropped=dropped,
                     sessions_seen=len(self._sessions_seen[worker_id]),
+                    header_binds=h_binds,
+                    header_follows=h_follows,
+                    header_expiries=h_expiries,
+                    header_invalidations=h_dropped,
+                    header_fallbacks=h_fallbacks,
                 )
             )
         prompt_total = sum(w["prompt_tokens"] for w in workers)
@@ -426,11 +532,19 @@ class Cluster:
             bindings_dropped=sum(w["bindings_dropped"] for w in workers),
             sessions_seen=len(self._all_sessions_seen),
             rejections=dict(self._rejections),
+            header_binds=sum(w["header_binds"] for w in workers),
+            header_follows=sum(w["header_follows"] for w in workers),
+            header_expiries=sum(w["header_expiries"] for w in workers),
+            header_invalidations=sum(w["header_invalidations"] for w in workers),
+            header_fallbacks=sum(w["header_fallbacks"] for w in workers),
+            header_refusals=dict(self._header_refusals),
         )
         return ClusterStats(
             now_s=now_s,
             router=config.router,
             dynamo_version=config.dynamo_version,
+            header_affinity_ttl_s=config.header_affinity_ttl_s,
+            header_affinity_mode=config.header_affinity_mode,
             workers=workers,
             totals=totals,
         )

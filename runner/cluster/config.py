@@ -13,13 +13,43 @@ from typing import Literal, get_args
 
 from runner.errors import SpecError
 
-__all__ = ["ClusterConfig", "DynamoVersion", "RouterMode"]
+__all__ = [
+    "DYNAMO_VERSION_ALIASES",
+    "ClusterConfig",
+    "DynamoVersion",
+    "HeaderAffinityMode",
+    "RouterMode",
+    "canonical_dynamo_version",
+]
 
 RouterMode = Literal["round-robin", "random", "least-loaded", "kv", "kv-approx"]
-DynamoVersion = Literal["1.2", "1.3"]
+# The Dynamo generation the frontend behaves as (server-side.md §1.2, §1.3 and its correction):
+#   "1.2"   released 1.2.x: nvext.session_control open/close; no header affinity
+#   "bind"  development builds with open/bind/close (the seeds' contract, in no release);
+#           X-Dynamo-Session-ID affinity too when header_affinity_ttl_s is set
+#   "1.6"   released 1.3 to 1.6.x: no nvext.session_control (HTTP 400, unknown field);
+#           X-Dynamo-Session-ID affinity when header_affinity_ttl_s is set
+DynamoVersion = Literal["1.2", "bind", "1.6"]
+# --router-session-affinity-mode (#13907): hard dispatches exactly to the bound worker; soft
+# passes it as a preference (modelled in cluster.py: followed unless it has no free slot).
+HeaderAffinityMode = Literal["hard", "soft"]
+
+# Older names still accepted where a user or a stored spec gives a version: "1.3" meant the
+# bind-era contract before it turned out that no release has it.
+DYNAMO_VERSION_ALIASES: dict[str, DynamoVersion] = {"1.3": "bind"}
 
 _ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
 _DYNAMO_VERSIONS: tuple[str, ...] = get_args(DynamoVersion)
+_HEADER_AFFINITY_MODES: tuple[str, ...] = get_args(HeaderAffinityMode)
+
+
+def canonical_dynamo_version(value: object) -> object:
+    """`value` with a deprecated alias ("1.3") replaced by its generation ("bind"); anything
+    else unchanged, for the caller's own validation to judge."""
+    if isinstance(value, str):
+        return DYNAMO_VERSION_ALIASES.get(value, value)
+    return value
+
 
 # Upper bounds that keep a configuration buildable (one engine object per worker rank, one
 # list slot per batch slot) and every modelled duration finite.
@@ -57,19 +87,24 @@ class ClusterConfig:
     # Multiplies every modelled latency (prefill, decode); 0 gives a zero-latency cluster.
     # Protocol timeouts (binding TTLs, sweeps) are in the caller's clock and are not scaled.
     time_scale: float = 1.0
-    # 1.2.x accepts session_control actions open/close and rejects bind with HTTP 400;
-    # 1.3 (bind-era, PR ai-dynamo/dynamo#9920) accepts open/bind/close (§1.2).
-    dynamo_version: DynamoVersion = "1.3"
+    # Which generation's affinity contract the frontend speaks (see DynamoVersion).
+    dynamo_version: DynamoVersion = "bind"
     # Real Dynamo honours session_control only with --router-mode kv (§1.5 case c), which is
     # what False gives (kv and kv-approx only); our experiments use round-robin plus
     # affinity, so the default honours it in every mode.
     honour_session_control: bool = True
     session_sweep_s: float = 30.0  # the sticky-session reaper's period (§1.2)
-    # X-Dynamo-Session-ID affinity (--router-session-affinity-ttl-secs, §1.3); None = off.
+    # X-Dynamo-Session-ID affinity (--router-session-affinity-ttl-secs, §1.3); None = off,
+    # and then the headers change nothing. Generations "bind" and "1.6" only.
     header_affinity_ttl_s: float | None = None
+    header_affinity_mode: HeaderAffinityMode = "hard"  # --router-session-affinity-mode
     # v1.6 subagent grouping (#14521): a request with a parent header binds under the
     # parent's group key, so siblings share a worker while the parent keeps its own.
     header_parent_grouping: bool = True
+    # Header affinity limits (§1.3): longer session or parent ids are refused with HTTP 400;
+    # a new binding past the entry limit is refused with HTTP 429 ("resource exhausted").
+    header_affinity_max_id_bytes: int = 256
+    header_affinity_max_sessions: int = 65_536
     seed: int = 0  # the random router's seed
     # Prompt plus output tokens one request may hold; the frontend answers HTTP 400 beyond it,
     # as a server does past its context length. The default only keeps the timing model finite
@@ -77,6 +112,8 @@ class ClusterConfig:
     max_request_tokens: int = 1 << 31
 
     def __post_init__(self) -> None:
+        # A deprecated alias given at run time (the type does not admit it) becomes its name.
+        object.__setattr__(self, "dynamo_version", canonical_dynamo_version(self.dynamo_version))
         for name in (
             "workers",
             "dp_ranks",
@@ -84,6 +121,8 @@ class ClusterConfig:
             "capacity_blocks",
             "max_num_seqs",
             "max_request_tokens",
+            "header_affinity_max_id_bytes",
+            "header_affinity_max_sessions",
         ):
             value = getattr(self, name)
             if value < 1:
@@ -108,6 +147,11 @@ class ClusterConfig:
                 f"unknown dynamo_version {self.dynamo_version!r}; "
                 f"choose one of {', '.join(_DYNAMO_VERSIONS)}"
             )
+        if self.header_affinity_mode not in _HEADER_AFFINITY_MODES:
+            raise SpecError(
+                f"unknown header_affinity_mode {self.header_affinity_mode!r}; "
+                f"choose one of {', '.join(_HEADER_AFFINITY_MODES)}"
+            )
         if self.time_scale < 0:
             raise SpecError(f"time_scale must be 0 or more, got {self.time_scale}")
         for name in ("kv_approx_ttl_s", "session_sweep_s"):
@@ -117,6 +161,12 @@ class ClusterConfig:
             raise SpecError(
                 f"header_affinity_ttl_s must be positive or None (off), "
                 f"got {self.header_affinity_ttl_s}"
+            )
+        if self.header_affinity_ttl_s is not None and self.dynamo_version == "1.2":
+            # Real 1.2.x has no --router-session-affinity-ttl-secs: its frontend would not start.
+            raise SpecError(
+                "Dynamo 1.2 has no header affinity: header_affinity_ttl_s needs "
+                "dynamo_version bind or 1.6"
             )
 
     @property

@@ -104,6 +104,11 @@ class Engine:
         self.release_ended(now_s)
         return len(self._live)
 
+    def has_free_slot(self, now_s: float) -> bool:
+        """A request arriving now would start at once (max_num_seqs not all taken)."""
+        slots = self._slots
+        return len(slots) < self._config.max_num_seqs or slots[0] <= now_s
+
     def release_ended(self, now_s: float) -> None:
         live = self._live
         by_id = self._live_by_id

@@ -151,9 +151,11 @@ class MockApp:
             if name == b"authorization":
                 auth = value
             elif name == _SESSION_HEADER:
-                session = value.decode("latin-1")
+                # surrogateescape: every header byte stays one unit, so the cluster measures
+                # the id's 256-byte limit in the bytes that were sent.
+                session = value.decode("utf-8", "surrogateescape")
             elif name == _PARENT_SESSION_HEADER:
-                parent = value.decode("latin-1")
+                parent = value.decode("utf-8", "surrogateescape")
         config = self.config
         try:
             if self._auth is not None:

@@ -156,6 +156,36 @@ def render_prometheus(stats: StatsBody) -> str:
             "bindings_dropped",
         ),
         ("mock_worker_sessions_seen", "gauge", "Distinct session ids served.", "sessions_seen"),
+        (
+            "mock_worker_header_binds_total",
+            "counter",
+            "X-Dynamo-Session-ID keys bound to the worker.",
+            "header_binds",
+        ),
+        (
+            "mock_worker_header_follows_total",
+            "counter",
+            "Requests sent to the worker by a header binding.",
+            "header_follows",
+        ),
+        (
+            "mock_worker_header_expiries_total",
+            "counter",
+            "Header bindings that idled past their TTL.",
+            "header_expiries",
+        ),
+        (
+            "mock_worker_header_invalidations_total",
+            "counter",
+            "Header bindings dropped: worker down.",
+            "header_invalidations",
+        ),
+        (
+            "mock_worker_header_fallbacks_total",
+            "counter",
+            "Soft header affinity: bound here, sent elsewhere (no free slot).",
+            "header_fallbacks",
+        ),
     )
     for name, kind, help_text, key in per_worker:
         family(
@@ -164,6 +194,15 @@ def render_prometheus(stats: StatsBody) -> str:
             help_text,
             ((f'{{worker="{w["worker_id"]}"}}', w[key]) for w in workers),  # type: ignore[literal-required]
         )
+    family(
+        "mock_header_refusals_total",
+        "counter",
+        "Requests refused by the header affinity limits, by reason.",
+        (
+            (f'{{reason="{reason}"}}', n)
+            for reason, n in cluster["totals"]["header_refusals"].items()
+        ),
+    )
     return "\n".join(out) + "\n"
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, NamedTuple
 
 from runner.affinity.emitters import AffinityConfig, AffinityDecision, AffinityEmitter
 from runner.affinity.ledger import AffinityLedger
+from runner.affinity.placement import PlacementBook
 from runner.credit import Credit
 from runner.replay.scheduler import ReplayConfig, ReplayScheduler
 from runner.routing.router import Policy, StickyRouter
@@ -55,6 +56,7 @@ class Engine:
         self.caches = SessionCaches(config.client_workers)
         self.emitter = AffinityEmitter(config.affinity)
         self.ledger = AffinityLedger()
+        self.placement = PlacementBook()
         # Live FORK child id -> parent id. Whether the child holds a reference on the parent's
         # sticky entry is the router's to know (it aliases the children it counts).
         self._fork_parents: dict[str, str] = {}
@@ -95,8 +97,18 @@ class Engine:
             out.append(Dispatch(credit, worker, decision))
         return out
 
-    def complete(self, dispatch: Dispatch, now_s: float, *, error: str | None = None) -> None:
-        """The request of `dispatch` finished (or failed with an error category)."""
+    def complete(
+        self,
+        dispatch: Dispatch,
+        now_s: float,
+        *,
+        error: str | None = None,
+        served_by: int | None = None,
+    ) -> None:
+        """The request of `dispatch` finished (or failed with an error category); `served_by`
+        is the inference worker that answered, when the server says."""
+        if served_by is not None and error is None and not dispatch.credit.priming:
+            self.placement.served(dispatch.credit, served_by, key=dispatch.affinity.key)
         if dispatch.worker >= 0:
             self.router.complete(dispatch.worker)
         session_over = (error or dispatch.error) in (WORKER_LOST, "cancelled")
@@ -153,6 +165,7 @@ class Engine:
             self.caches.session_ended(session_id)
             self.ledger.session_ended(session_id)
             self.emitter.session_ended(session_id)
+        self.placement.session_ended(session_id)
         if fork_parent is not None and not served:
             # A FORK child that never started will not take its parent's pinned copy.
             self.caches.fork_child_settled(fork_parent, session_id)
@@ -160,6 +173,7 @@ class Engine:
     def tree_ended(self, root_id: str, *, drained: bool) -> None:
         self.emitter.forget(root_id)
         self.ledger.forget(root_id)
+        self.placement.tree_ended(root_id)
 
     # --------------------------------------------------------------------------- reporting
 
@@ -185,6 +199,7 @@ class Engine:
             "affinity_closes": ledger.closes,
             "early_closes": ledger.early_closes,
             "affinity_keys_bound_at_end": ledger.keys_bound,
+            "placement": self.placement.figures(),
         }
 
     def state_sizes(self) -> dict[str, int]:
@@ -196,6 +211,7 @@ class Engine:
             "live_trees": self.scheduler.live_trees,
             "affinity_keys": self.ledger.tracked_keys,
             "affinity_opened_keys": self.emitter.tracked_keys,
+            "placement": self.placement.tracked,
             "pending_forks": len(self._fork_parents),
             "served_sessions": len(self._served),
         }

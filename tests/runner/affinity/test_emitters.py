@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runner.affinity.emitters import (
+    Action,
     AffinityConfig,
     AffinityEmitter,
     AffinityKind,
@@ -111,13 +112,70 @@ def test_open_mode_reopens_after_a_close():
 # ---------------------------------------------------------------------- header emitters
 
 
-def test_dynamo_headers_carry_own_and_parent_ids():
-    e = AffinityEmitter(AffinityConfig(kind=AffinityKind.DYNAMO_HEADERS))
+HEADERS = AffinityKind.DYNAMO_HEADERS
+
+
+def dynamo_headers(e: AffinityEmitter, c) -> dict[str, str]:
+    return dict(e.decide(c, client_worker=0).headers)
+
+
+def test_dynamo_headers_conversation_keys_each_session_on_its_own_id_without_the_parent():
+    e = AffinityEmitter(AffinityConfig(kind=HEADERS))
     d = e.decide(spawn("c", 0, of=2, parent="p"), client_worker=0)
     assert d.session_control is None
-    assert dict(d.headers) == {"X-Dynamo-Session-ID": "c", "X-Dynamo-Parent-Session-ID": "p"}
-    root = e.decide(credit("p", 0, of=2), client_worker=0)
-    assert dict(root.headers) == {"X-Dynamo-Session-ID": "p"}
+    assert dict(d.headers) == {"X-Dynamo-Session-ID": "c"}
+    assert dynamo_headers(e, credit("p", 0, of=2)) == {"X-Dynamo-Session-ID": "p"}
+
+
+def test_dynamo_headers_lineage_keys_the_whole_tree_on_the_root_id_and_never_the_parent():
+    e = AffinityEmitter(AffinityConfig(kind=HEADERS, scope="lineage"))
+    grandchild = spawn("g", 0, of=2, parent="c", root="r", depth=2)
+    assert dynamo_headers(e, grandchild) == {"X-Dynamo-Session-ID": "r"}
+    assert dynamo_headers(e, spawn("c", 0, of=2, parent="r")) == {"X-Dynamo-Session-ID": "r"}
+
+
+def test_dynamo_headers_mark_only_the_tree_final_request_final_under_lineage():
+    e = AffinityEmitter(AffinityConfig(kind=HEADERS, scope="lineage"))
+    child_last = spawn("c", 1, of=2, parent="r")
+    assert "X-Dynamo-Session-Final" not in dynamo_headers(e, child_last)
+    root_last = credit("r", 3, of=4)  # the root's final turn while a child is outstanding
+    assert "X-Dynamo-Session-Final" not in dynamo_headers(e, root_last)
+    d = e.decide(spawn("c2", 0, of=1, parent="r", tree_final=True), client_worker=0)
+    assert dict(d.headers) == {"X-Dynamo-Session-ID": "r", "X-Dynamo-Session-Final": "true"}
+    assert d.action is Action.CLOSE
+
+
+def test_dynamo_headers_conversation_marks_the_sessions_own_final_turn():
+    e = AffinityEmitter(AffinityConfig(kind=HEADERS))
+    assert dynamo_headers(e, spawn("c", 1, of=2, parent="p")) == {
+        "X-Dynamo-Session-ID": "c",
+        "X-Dynamo-Session-Final": "true",
+    }
+
+
+def test_dynamo_headers_count_the_first_request_under_a_key_as_its_bind():
+    e = AffinityEmitter(AffinityConfig(kind=HEADERS, scope="lineage"))
+    actions = [
+        e.decide(c, client_worker=w).action
+        for c, w in (
+            (credit("r", 0, of=3), 0),
+            (spawn("c", 0, of=2, parent="r"), 3),
+            (credit("r", 1, of=3), 1),
+        )
+    ]
+    assert actions == [Action.BIND, Action.FOLLOW, Action.FOLLOW]
+    e.decide(credit("r", 2, of=3, tree_final=True), client_worker=0)
+    assert e.decide(credit("r", 0, of=3), client_worker=0).action is Action.BIND  # next tree
+
+
+def test_the_parent_header_is_an_opt_in_of_conversation_scope():
+    e = AffinityEmitter(AffinityConfig(kind=HEADERS, parent_header=True))
+    assert dynamo_headers(e, spawn("c", 0, of=2, parent="p")) == {
+        "X-Dynamo-Session-ID": "c",
+        "X-Dynamo-Parent-Session-ID": "p",
+    }
+    with pytest.raises(SpecError, match="sibling group"):
+        AffinityConfig(kind=HEADERS, scope="lineage", parent_header=True)
 
 
 @pytest.mark.parametrize(("source", "expected"), [("own", "c"), ("parent", "p"), ("root", "r")])

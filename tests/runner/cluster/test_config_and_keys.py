@@ -21,7 +21,7 @@ def test_defaults_follow_dynamos_mocker_and_frontend() -> None:
         120.0,
         30.0,
     )
-    assert (config.dynamo_version, config.honour_session_control) == ("1.3", True)
+    assert (config.dynamo_version, config.honour_session_control) == ("bind", True)
     assert config.header_affinity_ttl_s is None
 
 

@@ -63,7 +63,7 @@ def test_dynamo_12_accepts_open_then_bare_session_id_then_close() -> None:
     assert c.bound_keys(2.0) == 0
 
 
-def test_dynamo_13_accepts_open_like_bind() -> None:
+def test_bind_era_accepts_open_like_bind() -> None:
     c = cluster(workers=3)
     opened = placed(c.submit(request(control=open_("s")), 0.0))
     followed = placed(c.submit(request(control=follow("s")), 1.0))
@@ -73,7 +73,7 @@ def test_dynamo_13_accepts_open_like_bind() -> None:
 
 @pytest.mark.parametrize(
     ("version", "expected"),
-    [("1.2", "expected `open` or `close`"), ("1.3", "expected one of `open`, `bind`, `close`")],
+    [("1.2", "expected `open` or `close`"), ("bind", "expected one of `open`, `bind`, `close`")],
 )
 def test_unknown_action_is_rejected_with_http_400(version: str, expected: str) -> None:
     c = cluster(dynamo_version=version)
