@@ -10,6 +10,7 @@ names (a test enforces it):
     Sink, ListSink, Snapshot, Summary, RecordDict       what a run reports while it goes
     load_workload, load_trace, inspect_trace, Trace, DEFAULT_MAX_BYTES, FILE_FORMATS
     check_endpoint(...)                                 the preflight alone ("test connection")
+    check_affinity(...) -> AffinityDetection            the Dynamo affinity generation and modes
     RunnerError > BadInput > (SpecError, TraceError, EndpointError)
 
 Nothing here imports a web framework, and the HTTP server stack (the mock server) loads only
@@ -18,6 +19,7 @@ when its command runs.
 
 from runner.client import EndpointError, EndpointInfo
 from runner.errors import BadInput, RunnerError, SpecError, TraceError
+from runner.live.probe import AffinityDetection
 from runner.metrics.records import ERROR_CATEGORIES, ErrorCategory
 from runner.output import (
     LATENCY_KEYS,
@@ -31,7 +33,7 @@ from runner.output import (
     Snapshot,
     Summary,
 )
-from runner.preflight import check_endpoint
+from runner.preflight import check_affinity, check_endpoint
 from runner.run import RunResult, load_workload, run, run_async
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload, parse_spec
 from runner.trace import (
@@ -49,6 +51,7 @@ __all__ = [
     "FILE_FORMATS",
     "LATENCY_KEYS",
     "SUMMARY_KEYS",
+    "AffinityDetection",
     "BadInput",
     "ClientWorkerArrays",
     "EndpointError",
@@ -71,6 +74,7 @@ __all__ = [
     "Trace",
     "TraceError",
     "Workload",
+    "check_affinity",
     "check_endpoint",
     "inspect_trace",
     "load_trace",

@@ -10,8 +10,9 @@ import asyncio
 from collections.abc import Mapping
 
 from runner.client import EndpointInfo, preflight
+from runner.live.probe import AffinityDetection, detect_affinity
 
-__all__ = ["check_endpoint"]
+__all__ = ["check_affinity", "check_endpoint"]
 
 
 def check_endpoint(
@@ -34,4 +35,20 @@ def check_endpoint(
             want_worker_id=want_worker_id,
             timeout_s=timeout_s,
         )
+    )
+
+
+def check_affinity(
+    url: str,
+    *,
+    model: str,
+    api_key: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> AffinityDetection:
+    """Which Dynamo affinity generation the endpoint speaks, whether header affinity is on,
+    and the affinity modes that will work there (a handful of one-token requests). Run it
+    after `check_endpoint` passed: connection trouble raises httpx errors here."""
+    return asyncio.run(
+        detect_affinity(url, model=model, api_key=api_key, headers=headers, timeout_s=timeout_s)
     )
