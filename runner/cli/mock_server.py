@@ -25,7 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "mock-server",
         help="serve the simulated inference cluster over OpenAI-compatible HTTP",
         description="An OpenAI-compatible mock endpoint over the simulated cluster: "
-        "SSE streaming, cached tokens, Dynamo session affinity, fault injection.",
+        "SSE streaming, cached tokens, Dynamo session affinity as one generation speaks it "
+        "(--dynamo-version: 1.2 session_control open/close, bind-era open/bind/close, 1.6 "
+        "X-Dynamo-Session-ID headers), fault injection.",
     )
     listen = parser.add_argument_group("listening")
     listen.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
