@@ -20,6 +20,7 @@ from runner.metrics.aggregate import RequestStats
 from runner.metrics.histogram import PercentileSummary
 from runner.metrics.records import RequestRecordJson
 from runner.replay.engine import Engine
+from runner.servermetrics.shapes import ServerMetricsSummary, ServerMetricsView
 
 __all__ = [
     "LATENCY_KEYS",
@@ -143,6 +144,7 @@ class Snapshot(TypedDict):
     migrations_total: int
     inference_workers: InferenceWorkerArrays
     state: dict[str, int]  # per-session and per-tree state the engine holds: flat unless leaking
+    server_metrics: ServerMetricsView | None  # the endpoint's /metrics, latest scrape (live)
 
 
 class Summary(TypedDict, total=False):
@@ -178,6 +180,7 @@ class Summary(TypedDict, total=False):
     by_depth: dict[str, GroupFigures]  # "0", "1", "2", "3+"
     by_branch_mode: dict[str, GroupFigures]  # "root", "fork", "spawn"
     drain: Drain
+    server_metrics: ServerMetricsSummary  # the endpoint's /metrics over the run (live)
 
 
 class Drain(TypedDict):
@@ -384,6 +387,7 @@ class SnapshotBuilder:
         wall_s: float,
         in_flight: int,
         bound_keys: list[int] | None = None,
+        server_metrics: ServerMetricsView | None = None,
         final: bool = False,
     ) -> Snapshot:
         engine = self.engine
@@ -474,6 +478,7 @@ class SnapshotBuilder:
                 else [bound_keys[i] if 0 <= i < len(bound_keys) else 0 for i in inference["ids"]],
             },
             "state": engine.state_sizes(),
+            "server_metrics": server_metrics,
         }
 
     def observe(self, record: RequestRecord) -> None:

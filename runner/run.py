@@ -19,6 +19,7 @@ from runner.errors import SpecError
 from runner.live import LiveConfig, replay_live
 from runner.live.probe import probe_affinity
 from runner.output import RunStatus, Sink, Summary
+from runner.servermetrics import ServerMetricsScraper, same_origin
 from runner.sim.simulator import SimConfig, simulate
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
@@ -104,12 +105,22 @@ async def run_async(
             sink.log("warning", f"{metric} unavailable: {why}")
     async_stop = asyncio.Event()
     relay = asyncio.create_task(_relay(stop, async_stop)) if stop is not None else None
+    scraper = _metrics_scraper(target, sink)
+    await scraper.start()
     try:
-        result = await replay_live(loaded, _live_config(spec, target), sink=sink, stop=async_stop)
+        result = await replay_live(
+            loaded,
+            _live_config(spec, target),
+            sink=sink,
+            stop=async_stop,
+            server_metrics=scraper,
+        )
     finally:
         if relay is not None:
             relay.cancel()
+        await scraper.stop()
     summary = cast(Summary, result.summary)
+    summary["server_metrics"] = scraper.summary()
     if unavailable:
         summary["unavailable"] = unavailable
         if "prefix_cache_hit_ratio" in unavailable:
@@ -146,6 +157,22 @@ def _simulate(
     result = simulate(trees, config, sink=sink, stop=stop)
     reason = "cancelled" if result.cancelled else None
     return _finish(cast(Summary, result.summary), reason)
+
+
+def _metrics_scraper(target: EndpointTarget, sink: Sink | None) -> ServerMetricsScraper:
+    url = target.metrics_scrape_url
+    headers: dict[str, str] = {}
+    # The endpoint's key and headers go to the endpoint's own origin, never to another host.
+    if url is not None and same_origin(url, target.url):
+        headers.update(target.headers)
+        if target.api_key_value:
+            headers["authorization"] = f"Bearer {target.api_key_value}"
+    return ServerMetricsScraper(
+        url,
+        interval_s=target.metrics_interval_s,
+        headers=headers,
+        log=None if sink is None else sink.log,
+    )
 
 
 def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:

@@ -39,6 +39,7 @@ from runner.errors import SpecError
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.routing.router import Policy
+from runner.servermetrics import metrics_url_for
 from runner.trace import DEFAULT_MAX_BYTES, SyntheticConfig
 
 __all__ = [
@@ -130,6 +131,14 @@ class EndpointTarget(BaseModel):
     failure_threshold: int = Field(
         default=50, ge=0, description="stop after this many consecutive failures (0: never)"
     )
+    metrics_url: str | None = Field(
+        default=None,
+        description="the server's Prometheus page, scraped during the run: None = /metrics "
+        "on the endpoint's origin, a URL, or off",
+    )
+    metrics_interval_s: float = Field(
+        default=2.0, gt=0, le=3600, description="seconds between scrapes of metrics_url"
+    )
 
     @field_validator("url")
     @classmethod
@@ -138,6 +147,16 @@ class EndpointTarget(BaseModel):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{url!r} is not an http(s) URL with a host")
         return url.rstrip("/")
+
+    @field_validator("metrics_url")
+    @classmethod
+    def _metrics_url(cls, url: str | None) -> str | None:
+        if url is None or url.strip().lower() == "off":
+            return None if url is None else "off"
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{url!r} is not an http(s) URL with a host, nor off")
+        return url
 
     @field_validator("headers")
     @classmethod
@@ -154,6 +173,11 @@ class EndpointTarget(BaseModel):
     @property
     def api_key_value(self) -> str | None:
         return None if self.api_key is None else self.api_key.get_secret_value()
+
+    @property
+    def metrics_scrape_url(self) -> str | None:
+        """The Prometheus page scraped during a run; None when metrics_url is off."""
+        return metrics_url_for(self.url, self.metrics_url)
 
 
 class SimulatedTarget(BaseModel):

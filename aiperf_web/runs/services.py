@@ -120,6 +120,9 @@ def run_launch(
             )
         assert isinstance(spec.target, EndpointTarget)
         check_outbound_url(spec.target.url, field="endpoint")
+        if spec.target.metrics_scrape_url is not None:
+            # Scrapes are outbound traffic too: the same allowlist as the endpoint.
+            check_outbound_url(spec.target.metrics_scrape_url, field="overrides.target.metrics_url")
 
     with transaction.atomic():
         new = Run.objects.create(
@@ -334,6 +337,8 @@ def run_execute(*, run_uuid: str, worker: str) -> str:
             return Status.FAILED
         if isinstance(spec.target, EndpointTarget):
             check_outbound_url(spec.target.url)
+            if spec.target.metrics_scrape_url is not None:
+                check_outbound_url(spec.target.metrics_scrape_url)
             if run_obj.endpoint is not None:
                 spec = spec.with_api_key(endpoint_api_key(endpoint=run_obj.endpoint))
         # Everything allocated so far (Django, the app, the spec) lives as long as the process:

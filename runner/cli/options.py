@@ -10,6 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any, get_args
 
+from pydantic import ValidationError
+
 from runner.cluster.config import DYNAMO_VERSION_ALIASES, HeaderAffinityMode
 from runner.errors import SpecError
 from runner.spec import (
@@ -25,6 +27,7 @@ from runner.spec import (
     ROUTER_MODES,
     SCOPES,
     TIMING_MODES,
+    EndpointTarget,
     RunSpec,
     SimulatedTarget,
     Target,
@@ -37,6 +40,7 @@ __all__ = [
     "add_trace_size_option",
     "add_workload_options",
     "build_spec",
+    "endpoint_target",
     "simulated_target",
     "trace_size_limit",
 ]
@@ -236,6 +240,7 @@ _FLAGS = {
     "affinity_timeout_s": "--affinity-timeout",
     "target.url": "--endpoint",
     "target.read_timeout_s": "--timeout",
+    "target.metrics_interval_s": "--metrics-interval",
     "target.workers": "--server-workers",
     "target.router": "--server-router",
     "target.header_affinity_ttl_s": "--header-affinity-ttl",
@@ -262,6 +267,19 @@ def trace_size_limit(args: argparse.Namespace) -> int:
     if not 0 < limit <= MAX_TRACE_BYTES / 2**20:
         raise SpecError(f"--max-trace-mb must be in (0, {MAX_TRACE_BYTES / 2**20:g}], got {limit}")
     return int(limit * 2**20)
+
+
+def endpoint_target(data: dict[str, Any]) -> EndpointTarget:
+    """`replay`'s target validated from its flags; errors name the flags, not the fields."""
+    try:
+        return EndpointTarget.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            f"{_flag('target.' + '.'.join(str(p) for p in error['loc']))}: "
+            + error["msg"].removeprefix("Value error, ")
+            for error in exc.errors(include_url=False)
+        ]
+        raise SpecError("; ".join(problems)) from None
 
 
 def build_spec(args: argparse.Namespace, *, target: Target) -> RunSpec:

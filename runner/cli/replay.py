@@ -12,12 +12,14 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from runner.cli.options import add_workload_options, build_spec
+from runner.cli.options import add_workload_options, build_spec, endpoint_target
 from runner.cli.output import print_json, print_table
 from runner.errors import SpecError
 from runner.output import RecordDict, Snapshot
 from runner.run import run as run_spec
 from runner.spec import EndpointTarget
+
+_TARGET = EndpointTarget.model_fields
 
 API_KEY_ENV = "AIPERF_API_KEY"
 
@@ -69,6 +71,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="do not ask for nvext.worker_id (endpoints that reject nvext)",
     )
+    target.add_argument(
+        "--metrics-url",
+        default=_TARGET["metrics_url"].default,
+        metavar="URL|off",
+        help="the server's Prometheus page, scraped during the run (default: /metrics on the "
+        "endpoint's origin; off: none)",
+    )
+    target.add_argument(
+        "--metrics-interval",
+        type=float,
+        default=_TARGET["metrics_interval_s"].default,
+        metavar="S",
+        help=f"seconds between scrapes (default {_TARGET['metrics_interval_s'].default:g})",
+    )
     add_workload_options(parser)
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -95,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError("a live replay needs a stop: --duration S, --requests N or --max-trees N")
     if args.summary is not None and args.summary.suffix not in (".json", ".csv"):
         raise SpecError(f"--summary {args.summary}: use a .json or .csv file name")
-    target = EndpointTarget.model_validate(
+    target = endpoint_target(
         {
             "url": args.endpoint,
             "model": args.model,
@@ -104,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
             "read_timeout_s": args.timeout,
             "want_worker_id": not args.no_worker_id,
             "failure_threshold": args.failure_threshold,
+            "metrics_url": args.metrics_url,
+            "metrics_interval_s": args.metrics_interval,
         }
     )
     spec = build_spec(args, target=target)

@@ -26,6 +26,7 @@ from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
 from runner.replay.engine import Dispatch, Engine, EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.replay.summary import run_summary
+from runner.servermetrics import ViewProvider
 from runner.trace import Trace
 
 __all__ = ["DRAIN_GRACE_S", "LiveConfig", "LiveResult", "replay_live"]
@@ -70,11 +71,14 @@ async def replay_live(
     sink: Sink | None = None,
     stop: asyncio.Event | None = None,
     sender: RequestSender | None = None,
+    server_metrics: ViewProvider | None = None,
 ) -> LiveResult:
     """Replay `traces` against the endpoint; `stop` set from outside cancels promptly and
     keeps every record that arrived (in-flight requests end as `cancelled`). `sender`
-    replaces the in-process HTTP sender (client workers hosted elsewhere)."""
+    replaces the in-process HTTP sender (client workers hosted elsewhere); `server_metrics`
+    gives each snapshot the endpoint's latest /metrics view."""
     run = _LiveRun(traces, config, sink, sender)
+    run.server_metrics = server_metrics
     try:
         return await run.run(stop or asyncio.Event())
     finally:
@@ -92,6 +96,7 @@ class _LiveRun:
         trees = [tree for trace in traces for tree in trace.trees]
         self.config = config
         self.sink = sink
+        self.server_metrics: ViewProvider | None = None
         self.engine = Engine(trees, config.replay, config.engine)
         self.metrics = RunMetrics(slo_ms=config.slo_ms)
         self.snapshots = SnapshotBuilder(
@@ -283,7 +288,11 @@ class _LiveRun:
         """Everything the live dashboard shows, cumulative (a lost one costs only freshness)."""
         now = self.now()
         return self.snapshots.build(
-            t_s=now, wall_s=now, in_flight=self.engine.scheduler.in_flight, final=final
+            t_s=now,
+            wall_s=now,
+            in_flight=self.engine.scheduler.in_flight,
+            final=final,
+            server_metrics=None if self.server_metrics is None else self.server_metrics.latest(),
         )
 
     async def close(self) -> None:

@@ -40,6 +40,12 @@ def test_bad_run_overrides_are_422_naming_the_field(world: World) -> None:
         ({"start_window": [0.9, 0.1]}, "overrides.start_window"),
         ({"timing": "rate"}, "overrides"),
         ({"target": {"url": "http://127.0.0.1:9"}}, "overrides.target.url"),
+        ({"target": {"metrics_url": "ftp://x"}}, "overrides.target.metrics_url"),
+        # Scrapes are outbound traffic: the endpoint's allowlist applies.
+        (
+            {"target": {"metrics_url": "http://10.9.8.7:9090/metrics"}},
+            "overrides.target.metrics_url",
+        ),
         ({"workload": {"traces": ["/etc/passwd"]}}, "overrides.workload"),
     ):
         response = api.post("/api/v1/runs", {**base, "overrides": overrides}, content_type=JSON)
