@@ -15,6 +15,7 @@ import os
 import resource
 from typing import Final, Literal, Protocol, TypedDict
 
+from runner.affinity.placement import PlacementFigures
 from runner.metrics import LatencyTimeSeries, RequestRecord, RunMetrics, SeriesPoint
 from runner.metrics.aggregate import RequestStats
 from runner.metrics.histogram import PercentileSummary
@@ -144,6 +145,8 @@ class Snapshot(TypedDict):
     migrations_total: int
     inference_workers: InferenceWorkerArrays
     state: dict[str, int]  # per-session and per-tree state the engine holds: flat unless leaking
+    # Where the server put trees (serving worker per request); None until it reports one.
+    placement: PlacementFigures | None
     server_metrics: ServerMetricsView | None  # the endpoint's /metrics, latest scrape (live)
 
 
@@ -180,6 +183,10 @@ class Summary(TypedDict, total=False):
     by_depth: dict[str, GroupFigures]  # "0", "1", "2", "3+"
     by_branch_mode: dict[str, GroupFigures]  # "root", "fork", "spawn"
     drain: Drain
+    # Trees split across inference workers, child requests on their root's worker, requests
+    # off their affinity key's worker; None when the server reports no serving worker.
+    placement: PlacementFigures | None
+    inference_worker_ids: dict[str, str]  # index -> the server's worker id, when renumbered
     server_metrics: ServerMetricsSummary  # the endpoint's /metrics over the run (live)
 
 
@@ -478,6 +485,7 @@ class SnapshotBuilder:
                 else [bound_keys[i] if 0 <= i < len(bound_keys) else 0 for i in inference["ids"]],
             },
             "state": engine.state_sizes(),
+            "placement": routing["placement"],
             "server_metrics": server_metrics,
         }
 
