@@ -128,6 +128,24 @@ class EndpointPatch(Schema):
     server_kind: str | None = None
 
 
+class AffinityOut(Schema):
+    """What the endpoint's last connection test found about Dynamo session affinity."""
+
+    generation: str | None = Field(
+        description="bind (development builds), open (Dynamo 1.2.x), headers (1.3 and later), "
+        "or null: no Dynamo session_control"
+    )
+    header_affinity: bool | None = Field(
+        description="X-Dynamo-Session-ID pins sessions; null when it cannot be told"
+    )
+    usable: list[str] = Field(description="affinity modes that will work on this server")
+    nvext_actions: str | None = Field(description="affinity_actions dynamo-nvext must use")
+    headline: str = Field(description="the generation and whether affinity is on, plainly")
+    summary: str = Field(description="the engine's one-line account")
+    server_message: str | None = Field(description="the server's full answer to the probe")
+    detected_at: datetime
+
+
 class EndpointOut(Schema):
     id: UUID
     team: Ref
@@ -138,13 +156,20 @@ class EndpointOut(Schema):
     extra_headers: dict[str, str]
     has_api_key: bool
     is_builtin: bool
-    affinity_choices: list[str]
+    affinity_choices: list[str] = Field(
+        description="affinity modes a run may use here: the kind's, narrowed by the detection"
+    )
+    affinity: AffinityOut | None = Field(
+        description="Dynamo affinity found by the last connection test; null until one ran "
+        "(and after the base URL or kind changed)"
+    )
     created_at: datetime
 
 
 class ConnectionOut(Schema):
     ok: bool
     message: str
+    affinity: AffinityOut | None = None
 
 
 class RunCreate(Schema):

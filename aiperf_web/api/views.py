@@ -169,7 +169,23 @@ def _endpoint_out(e: Endpoint) -> dict[str, Any]:
         "has_api_key": e.has_api_key,
         "is_builtin": e.is_builtin,
         "affinity_choices": list(e.affinity_choices),
+        "affinity": _affinity_out(e),
         "created_at": e.created_at,
+    }
+
+
+def _affinity_out(e: Endpoint) -> dict[str, Any] | None:
+    if e.affinity_detected_at is None:
+        return None
+    return {
+        "generation": e.affinity_generation,
+        "header_affinity": e.header_affinity,
+        "usable": list(e.affinity_usable or []),
+        "nvext_actions": e.nvext_actions,
+        "headline": e.affinity_headline,
+        "summary": e.affinity_summary or "",
+        "server_message": e.affinity_server_message,
+        "detected_at": e.affinity_detected_at,
     }
 
 
@@ -399,15 +415,16 @@ def endpoint_delete(request: HttpRequest, endpoint_id: str) -> Status[Any]:
 
 @api.post("/endpoints/{endpoint_id}/test", response=s.ConnectionOut, tags=["endpoints"])
 def endpoint_test(request: HttpRequest, endpoint_id: str) -> dict[str, Any]:
-    """The engine's preflight: reachable, serves the model, speaks OpenAI."""
+    """The engine's preflight: reachable, serves the model, speaks OpenAI; on a Dynamo
+    endpoint also the affinity generation, stored on the endpoint (`affinity`)."""
     endpoint = endpoint_sel.endpoint_get(user=request.user, endpoint_id=endpoint_id)
     try:
         message = endpoint_svc.endpoint_test_connection(actor=request.user, endpoint=endpoint)
     except Invalid as exc:
         if "connection" not in exc.fields:
             raise
-        return {"ok": False, "message": exc.fields["connection"]}
-    return {"ok": True, "message": message}
+        return {"ok": False, "message": exc.fields["connection"], "affinity": None}
+    return {"ok": True, "message": message, "affinity": _affinity_out(endpoint)}
 
 
 # -- runs --

@@ -1,5 +1,7 @@
 """The built-in mock cluster as a child process of `manage.py serve` (the embedded default's
-ready endpoint): `python -m runner mock-server` on loopback."""
+ready endpoint): `python -m runner mock-server` on loopback, speaking current released Dynamo
+(1.3 to 1.6: no nvext.session_control, sessions pinned by the X-Dynamo-Session-ID header with
+the frontend's affinity TTL on), so what works on it works on a real Dynamo."""
 
 from __future__ import annotations
 
@@ -43,14 +45,30 @@ def die_with_parent() -> None:
 class MockServer:
     """Start with `start()`, stop with `stop()`; `url` is its base URL."""
 
-    def __init__(self, *, port: int, time_scale: float, workers: int = 8) -> None:
+    def __init__(
+        self,
+        *,
+        port: int,
+        time_scale: float,
+        workers: int = 8,
+        dynamo_version: str = "1.6",
+        header_affinity_ttl_s: float | None = 300,
+    ) -> None:
         self.port = port if port_free(port) else free_port()
         self.time_scale = time_scale
         self.workers = workers
+        self.dynamo_version = dynamo_version
+        # Dynamo's --router-session-affinity-ttl-secs: without it header affinity is off.
+        self.header_affinity_ttl_s = header_affinity_ttl_s
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, timeout_s: float = 30.0) -> None:
+        ttl = (
+            []
+            if self.header_affinity_ttl_s is None
+            else ["--header-affinity-ttl", f"{self.header_affinity_ttl_s:g}"]
+        )
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -65,6 +83,9 @@ class MockServer:
                 str(self.workers),
                 "--time-scale",
                 str(self.time_scale),
+                "--dynamo-version",
+                self.dynamo_version,
+                *ttl,
             ],
             stdout=subprocess.DEVNULL,
             preexec_fn=die_with_parent,

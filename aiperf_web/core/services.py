@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from aiperf_web.endpoints.models import Endpoint, ServerKind
-from aiperf_web.endpoints.services import endpoint_create
+from aiperf_web.endpoints.services import AFFINITY_FIELDS, endpoint_create
 from aiperf_web.scenarios.models import Scenario
 from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.scenarios.services import scenario_create, trace_import_sample
@@ -24,15 +24,19 @@ DEMO_TEAM = "default"
 DEMO_USER = "admin"
 DEMO_SCENARIO = "demo"
 MOCK_ENDPOINT = "built-in mock"
+REAL_DYNAMO_ENDPOINT = "real Dynamo (CPU)"
 MOCK_MODEL = "mock-model"
 
 # The demo: the real Claude Code session with three Explore subagents (SPAWN children), 64
 # lanes each starting at a random instant of the tree (t*), 100x faster than recorded, for a
 # minute (about 180 requests). With spawn-pin routing no session bounces between client
 # workers (sessions_multi_worker = 0; simulated, legacy bounces 3 subagent sessions), and
-# lineage affinity binds each tree to one inference worker without an early close. Re-run
+# lineage affinity keys each tree to one inference worker without an early close. Re-run
 # with {"policy": "legacy"} to see subagents bounce (seed 004), or {"scope": "conversation"}
-# to see the children's first requests miss the cache (seed 000).
+# to see the children's first requests miss the cache (seed 000). Affinity is what released
+# Dynamo (1.3 to 1.6) speaks, like the built-in mock: the X-Dynamo-Session-ID header (there is
+# no nvext.session_control there); the simulated target is the same generation, so the demo
+# behaves alike on both.
 DEMO_SPEC: dict[str, Any] = {
     "timing": "lanes",
     "concurrency": 64,
@@ -42,10 +46,11 @@ DEMO_SPEC: dict[str, Any] = {
     "joins": "recorded",
     "client_workers": 8,
     "policy": "spawn-pin",
-    "affinity": "dynamo-nvext",
+    "affinity": "dynamo-headers",
     "scope": "lineage",
     "snapshot_interval_s": 1.0,
     "seed": 0,
+    "target": {"kind": "simulated", "dynamo_version": "1.6", "header_affinity_ttl_s": 300},
 }
 DEMO_SAMPLE = "claude-code-subagents"
 DEMO_SYNTHETIC_DESCRIPTION = (
@@ -127,6 +132,32 @@ def demo_bootstrap(*, mock_url: str) -> Bootstrap:
                 tags="demo,synthetic",
             )
     return Bootstrap(team=team, admin_password=generated, scenario=scenario, endpoint=endpoint)
+
+
+def real_dynamo_bootstrap(*, url: str, model: str) -> Endpoint:
+    """The `real Dynamo (CPU)` endpoint of team `default`, created once (run `demo_bootstrap`
+    first); later starts move it to the URL and model the script reported, forgetting the
+    affinity detection of the old address."""
+    team = Team.objects.get(name=DEMO_TEAM)
+    endpoint = Endpoint.objects.filter(team=team, name=REAL_DYNAMO_ENDPOINT).first()
+    if endpoint is None:
+        admin = get_user_model().objects.get(username=DEMO_USER)
+        return endpoint_create(
+            actor=admin,
+            team=team,
+            name=REAL_DYNAMO_ENDPOINT,
+            base_url=url,
+            model=model,
+            server_kind=ServerKind.DYNAMO,
+            is_builtin=True,
+        )
+    if endpoint.is_builtin and (endpoint.base_url, endpoint.model) != (url, model):
+        moved: dict[str, Any] = {"base_url": url, "model": model}
+        if endpoint.base_url != url:
+            moved.update(dict.fromkeys(AFFINITY_FIELDS))
+        Endpoint.objects.filter(pk=endpoint.pk).update(**moved)
+        endpoint.refresh_from_db()
+    return endpoint
 
 
 def mock_url_default() -> str:

@@ -1,5 +1,7 @@
 """An endpoint: an OpenAI-compatible server a team benchmarks. The API key is stored only
-encrypted (Fernet) and is never rendered, logged or exported again."""
+encrypted (Fernet) and is never rendered, logged or exported again. A Dynamo endpoint also
+keeps what its last "Test connection" found about session affinity (the engine's
+`check_affinity`): which generation it speaks and which affinity modes will work there."""
 
 from __future__ import annotations
 
@@ -27,6 +29,14 @@ AFFINITY_BY_KIND: dict[str, tuple[str, ...]] = {
     ServerKind.SGLANG: ("none", "header"),
 }
 
+# Dynamo's affinity generations (PRODUCT.md §4.5) in plain words, by `check_affinity`'s names.
+GENERATION_LABELS: dict[str, str] = {
+    "bind": "Dynamo development build (session_control bind)",
+    "open": "Dynamo 1.2.x (session_control open/close)",
+    "headers": "Dynamo 1.3+ (header affinity)",
+}
+NO_SESSION_CONTROL = "no Dynamo session_control (nvext ignored or refused)"
+
 
 class Endpoint(PublicModel):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="endpoints")
@@ -44,6 +54,15 @@ class Endpoint(PublicModel):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
     updated_at = models.DateTimeField(auto_now=True)
+    # What the last connection test found (Dynamo kind only); all null until one ran, cleared
+    # when the base URL or the kind changes. `affinity_generation` null with a detection time
+    # means the server has no Dynamo session_control.
+    affinity_generation = models.CharField(max_length=10, null=True, blank=True)
+    header_affinity = models.BooleanField(null=True, blank=True)
+    affinity_usable = models.JSONField(null=True, blank=True)
+    affinity_summary = models.TextField(null=True, blank=True)
+    affinity_server_message = models.TextField(null=True, blank=True)
+    affinity_detected_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -58,5 +77,54 @@ class Endpoint(PublicModel):
         return bool(self.api_key_encrypted)
 
     @property
+    def affinity_detected(self) -> bool:
+        return self.affinity_detected_at is not None
+
+    @property
     def affinity_choices(self) -> tuple[str, ...]:
-        return AFFINITY_BY_KIND[self.server_kind]
+        """The affinity modes a run on this endpoint may use: the kind's list, narrowed to the
+        modes the last connection test found working (in the kind's order)."""
+        by_kind = AFFINITY_BY_KIND[self.server_kind]
+        if not self.affinity_detected:
+            return by_kind
+        usable = set(self.affinity_usable or ())
+        return tuple(mode for mode in by_kind if mode in usable)
+
+    @property
+    def nvext_actions(self) -> str | None:
+        """The affinity_actions dynamo-nvext must use here (AffinityDetection.nvext_actions)."""
+        return self.affinity_generation if self.affinity_generation in ("bind", "open") else None
+
+    @property
+    def generation_label(self) -> str:
+        if not self.affinity_detected:
+            return ""
+        return GENERATION_LABELS.get(self.affinity_generation or "", NO_SESSION_CONTROL)
+
+    @property
+    def header_affinity_label(self) -> str:
+        """Whether X-Dynamo-Session-ID pins sessions, in a few words."""
+        if self.affinity_generation == "open" and not self.header_affinity:
+            return "off — Dynamo 1.2.x has no header affinity"
+        if self.header_affinity is True:
+            return "on — X-Dynamo-Session-ID pins sessions"
+        if self.header_affinity is False:
+            return (
+                "off — X-Dynamo-Session-ID changes nothing (the frontend needs "
+                "--router-session-affinity-ttl-secs N)"
+            )
+        return "cannot be told here (no worker ids, or one worker served every probe)"
+
+    @property
+    def affinity_headline(self) -> str:
+        """One line for people: the generation and whether session affinity is on."""
+        if not self.affinity_detected:
+            return ""
+        if self.affinity_generation == "headers":
+            return f"{self.generation_label}: {self.header_affinity_label}"
+        if self.nvext_actions is not None:
+            return (
+                f"{self.generation_label}: on with dynamo-nvext "
+                f"(affinity_actions {self.nvext_actions})"
+            )
+        return f"{self.generation_label}; header affinity {self.header_affinity_label}"

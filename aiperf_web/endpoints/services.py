@@ -1,10 +1,13 @@
-"""Writes of endpoints, the connection test, and the run target an endpoint stands for."""
+"""Writes of endpoints, the connection test (with Dynamo's affinity detection), and the run
+target an endpoint stands for."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from aiperf_web.core.crypto import decrypt_secret, encrypt_secret
 from aiperf_web.core.errors import Invalid
@@ -13,9 +16,18 @@ from aiperf_web.core.specs import spec_parse
 from aiperf_web.endpoints.models import Endpoint, ServerKind
 from aiperf_web.teams.models import Role, Team
 from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
-from runner import RunnerError, check_endpoint
+from runner import AffinityDetection, RunnerError, check_affinity, check_endpoint
 
 _KEEP = object()
+# The stored detection, cleared together (a new URL or kind is another server).
+AFFINITY_FIELDS = (
+    "affinity_generation",
+    "header_affinity",
+    "affinity_usable",
+    "affinity_summary",
+    "affinity_server_message",
+    "affinity_detected_at",
+)
 
 
 def endpoint_target(*, endpoint: Endpoint) -> dict[str, Any]:
@@ -140,8 +152,15 @@ def endpoint_update(
     clash = Endpoint.objects.filter(team=endpoint.team, name=values["name"]).exclude(pk=endpoint.pk)
     if clash.exists():
         raise Invalid.field("name", f"an endpoint named {values['name']!r} exists")
+    other_server = (values["base_url"], values["server_kind"]) != (
+        endpoint.base_url,
+        endpoint.server_kind,
+    )
     for key, value in values.items():
         setattr(endpoint, key, value)
+    if other_server:
+        for name in AFFINITY_FIELDS:
+            setattr(endpoint, name, None)
     if api_key is not _KEEP:
         endpoint.api_key_encrypted = encrypt_secret(api_key) if api_key else ""
     endpoint.save()
@@ -155,15 +174,19 @@ def endpoint_delete(*, actor: AnyUser, endpoint: Endpoint) -> None:
 
 def endpoint_test_connection(*, actor: AnyUser, endpoint: Endpoint) -> str:
     """Run the engine's preflight against the endpoint; returns a one-line success message,
-    raises Invalid with the preflight's one-line reason."""
+    raises Invalid with the preflight's one-line reason. On a Dynamo endpoint it then asks
+    which affinity generation the server speaks and stores the answer on the endpoint (launches
+    offer only the modes that work there)."""
     require_role(user=actor, team=endpoint.team, role=Role.MEMBER)
     check_outbound_url(endpoint.base_url)
+    api_key = endpoint_api_key(endpoint=endpoint)
+    headers = dict(endpoint.extra_headers or {})
     try:
         info = check_endpoint(
             endpoint.base_url,
             model=endpoint.model,
-            api_key=endpoint_api_key(endpoint=endpoint),
-            headers=dict(endpoint.extra_headers or {}),
+            api_key=api_key,
+            headers=headers,
             timeout_s=10.0,
         )
     except RunnerError as exc:
@@ -171,5 +194,42 @@ def endpoint_test_connection(*, actor: AnyUser, endpoint: Endpoint) -> str:
     notes = []
     if not getattr(info, "reports_cached_tokens", True):
         notes.append("it reports no cached tokens (prefix_cache_hit_ratio will be unavailable)")
+    if endpoint.server_kind == ServerKind.DYNAMO:
+        try:
+            found = check_affinity(
+                endpoint.base_url,
+                model=endpoint.model,
+                api_key=api_key,
+                headers=headers,
+                timeout_s=10.0,
+            )
+        except (RunnerError, httpx.HTTPError) as exc:
+            # The server answered the preflight, so this is about affinity only: say so and
+            # forget any earlier detection rather than keep a stale one.
+            endpoint_affinity_store(endpoint=endpoint, found=None)
+            notes.append(f"its session affinity could not be detected: {exc or type(exc).__name__}")
+        else:
+            endpoint_affinity_store(endpoint=endpoint, found=found)
+            notes.append(f"session affinity: {endpoint.affinity_headline}")
     extra = f"; {'; '.join(notes)}" if notes else ""
     return f"{endpoint.base_url} answers and serves model {endpoint.model}{extra}"
+
+
+def endpoint_affinity_store(*, endpoint: Endpoint, found: AffinityDetection | None) -> None:
+    """Keep what `check_affinity` found (None: forget the last detection)."""
+    if found is None:
+        values: dict[str, Any] = dict.fromkeys(AFFINITY_FIELDS)
+    else:
+        values = {
+            "affinity_generation": found.generation,
+            "header_affinity": found.header_affinity,
+            "affinity_usable": list(found.usable),
+            "affinity_summary": found.summary,
+            "affinity_server_message": found.server_message,
+            "affinity_detected_at": timezone.now(),
+        }
+    for name, value in values.items():
+        setattr(endpoint, name, value)
+    # Only these columns, and only while the URL is the one tested: a concurrent edit is
+    # neither overwritten nor given another server's detection.
+    Endpoint.objects.filter(pk=endpoint.pk, base_url=endpoint.base_url).update(**values)

@@ -17,9 +17,11 @@ from django.db import transaction
 
 from aiperf_web.core.errors import Invalid
 from aiperf_web.core.specs import spec_parse
+from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.reports.models import ABPair
 from aiperf_web.runs import services as run_svc
 from aiperf_web.runs.models import Run
+from aiperf_web.scenarios.selectors import scenario_get
 from aiperf_web.teams.selectors import AnyUser, user_or_none
 
 # The knobs a pair may vary, with the values each may take (RunSpec's own choices).
@@ -28,6 +30,8 @@ AB_KNOBS: dict[str, tuple[str, ...]] = {
     "scope": ("conversation", "lineage"),
 }
 AB_DEFAULTS = {"policy": ("legacy", "spawn-pin"), "scope": ("conversation", "lineage")}
+# The affinity modes whose key the scope decides, in the order a scope pair prefers them.
+SCOPED_AFFINITY = ("dynamo-nvext", "dynamo-headers")
 
 
 def _signature(run_obj: Run) -> Any:
@@ -43,6 +47,25 @@ def _signature(run_obj: Run) -> Any:
         time_limit=limit,
         soft_time_limit=max(60, limit - 30),
     )
+
+
+def _scope_affinity(*, actor: AnyUser, scenario_id: object, endpoint_id: object) -> str:
+    """The affinity mode of a scope pair that sets none: the scenario's own when it is scoped
+    and works on the target, else the first scoped mode the endpoint accepts (dynamo-headers
+    on a Dynamo release from 1.3 on, as its connection test found)."""
+    allowed: tuple[str, ...] = SCOPED_AFFINITY
+    if endpoint_id not in (None, "", run_svc.SIMULATED):
+        endpoint = endpoint_get(user=actor, endpoint_id=endpoint_id)
+        allowed = tuple(m for m in SCOPED_AFFINITY if m in endpoint.affinity_choices)
+        if not allowed:
+            raise Invalid.field(
+                "endpoint",
+                f"{endpoint.name} takes neither {' nor '.join(SCOPED_AFFINITY)} "
+                f"(modes that work there: {', '.join(endpoint.affinity_choices)}): a scope pair "
+                "has nothing to compare",
+            )
+    current = scenario_get(user=actor, scenario_id=scenario_id).spec.get("affinity")
+    return current if current in allowed else allowed[0]
 
 
 def ab_launch(
@@ -65,14 +88,18 @@ def ab_launch(
     base = dict(overrides or {})
     if knob in base:
         raise Invalid.field(f"overrides.{knob}", "set by the pair itself")
-    if knob == "scope" and base.get("affinity", "dynamo-nvext") == "none":
-        raise Invalid.field("overrides.affinity", "a scope pair needs affinity dynamo-nvext")
+    if knob == "scope" and "affinity" not in base:
+        base["affinity"] = _scope_affinity(
+            actor=actor, scenario_id=scenario_id, endpoint_id=endpoint_id
+        )
+    if knob == "scope" and base["affinity"] not in SCOPED_AFFINITY:
+        raise Invalid.field(
+            "overrides.affinity", f"a scope pair needs affinity {' or '.join(SCOPED_AFFINITY)}"
+        )
     with transaction.atomic():
         runs = []
         for label, value in (("A", value_a), ("B", value_b)):
             run_overrides = {**base, knob: value}
-            if knob == "scope":
-                run_overrides.setdefault("affinity", "dynamo-nvext")
             runs.append(
                 run_svc.run_launch(
                     actor=actor,

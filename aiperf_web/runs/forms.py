@@ -6,6 +6,7 @@ from typing import Any, cast
 from django import forms
 
 from aiperf_web.core.forms import spec_fields
+from aiperf_web.endpoints.models import ServerKind
 from aiperf_web.runs.models import Status
 
 # The knobs the launch page shows (PRODUCT.md §5); any other goes in "more overrides".
@@ -13,6 +14,7 @@ LAUNCH_KNOBS = (
     "policy",
     "affinity",
     "scope",
+    "affinity_actions",
     "concurrency",
     "duration_s",
     "max_requests",
@@ -89,6 +91,27 @@ class LaunchForm(forms.Form):
         ] + [("simulated", "simulated cluster (virtual time)")]
         self.knob_fields = spec_fields("", only=LAUNCH_KNOBS, blank=True)
         self.fields.update(self.knob_fields)
+        self.affinity_by_target = _affinity_by_target(ordered, self.fields["affinity"])
+        # The target the page opens with: the one asked for, else the first listed.
+        target = self.data.get("target") if self.is_bound else self.initial.get("target")
+        if target not in self.affinity_by_target:
+            target = str(ordered[0].uuid) if ordered else "simulated"
+        self._offer_affinity(str(target))
+
+    def _offer_affinity(self, target: str) -> None:
+        """Offer only the affinity modes the chosen target accepts (the page's script does the
+        same when another target is picked); preset dynamo-nvext's actions to the detected
+        generation's."""
+        offer = self.affinity_by_target[target]
+        field = cast(forms.ChoiceField, self.fields["affinity"])
+        field.choices = [("", "— keep —"), *((m, m) for m in offer["choices"])]
+        field.help_text = offer["note"]
+        field.error_messages["invalid_choice"] = (
+            "%(value)s will not work on this endpoint; modes that work there: "
+            + ", ".join(offer["choices"])
+        )
+        if not self.is_bound and offer["actions"]:
+            self.initial.setdefault("affinity_actions", offer["actions"])
 
     def knob_group(self) -> list[forms.BoundField]:
         return [self[name] for name in self.knob_fields]
@@ -104,6 +127,33 @@ class LaunchForm(forms.Form):
         if not isinstance(value, dict):
             raise forms.ValidationError("a JSON object of knob: value")
         return value
+
+
+def _affinity_by_target(endpoints: list[Any], field: forms.Field) -> dict[str, dict[str, Any]]:
+    """Per target id: the affinity modes it accepts, the actions dynamo-nvext must use there,
+    and a line saying why (what the connection test found, or that none ran yet)."""
+    every = [str(v) for v, _ in cast(list[tuple[str, str]], cast(Any, field).choices) if v]
+    out: dict[str, dict[str, Any]] = {
+        "simulated": {
+            "choices": every,
+            "actions": None,
+            "note": "the simulated cluster speaks the Dynamo generation of the scenario's "
+            "simulated target",
+        }
+    }
+    for e in endpoints:
+        choices = list(e.affinity_choices)
+        if e.affinity_detected:
+            note = f"{e.name}: {e.affinity_headline}. Modes that work there: {', '.join(choices)}."
+        elif e.server_kind == ServerKind.DYNAMO:
+            note = (
+                f"{e.name}: test the connection (Endpoints page) to see which modes this "
+                "server accepts."
+            )
+        else:
+            note = f"{e.name} is {e.get_server_kind_display()}: {', '.join(choices)}."
+        out[str(e.uuid)] = {"choices": choices, "actions": e.nvext_actions, "note": note}
+    return out
 
 
 class RunMetaForm(forms.Form):

@@ -112,12 +112,7 @@ def run_launch(
         target_kind = TargetKind.ENDPOINT
     spec = spec_override(spec, overrides, prefix="overrides")
     if endpoint is not None:
-        if spec.affinity not in endpoint.affinity_choices:
-            raise Invalid.field(
-                "overrides.affinity",
-                f"{spec.affinity} does not apply to a {endpoint.get_server_kind_display()} "
-                f"endpoint (choose {', '.join(endpoint.affinity_choices)})",
-            )
+        spec = _affinity_for_endpoint(spec, endpoint=endpoint, overrides=overrides)
         assert isinstance(spec.target, EndpointTarget)
         check_outbound_url(spec.target.url, field="endpoint")
         if spec.target.metrics_scrape_url is not None:
@@ -144,6 +139,37 @@ def run_launch(
         if enqueue:
             transaction.on_commit(lambda: _enqueue(run_uuid, time_limit_s=limit))
     return new
+
+
+def _affinity_for_endpoint(
+    spec: RunSpec, *, endpoint: Endpoint, overrides: Mapping[str, Any]
+) -> RunSpec:
+    """Refuse an affinity mode the endpoint cannot use (its kind, or what its last connection
+    test found), naming the modes that work; preset dynamo-nvext's actions to the detected
+    generation's unless the run sets them."""
+    choices = endpoint.affinity_choices
+    if spec.affinity not in choices:
+        asked = "the override" if "affinity" in overrides else "the scenario's affinity"
+        if endpoint.affinity_detected:
+            why = f"its connection test found {endpoint.affinity_headline}"
+        else:
+            why = f"it does not apply to a {endpoint.get_server_kind_display()} endpoint"
+        raise Invalid.field(
+            "overrides.affinity",
+            f"{spec.affinity} ({asked}) will not work on {endpoint.name}: {why}. "
+            f"Modes that work there: {', '.join(choices)}",
+        )
+    actions = endpoint.nvext_actions
+    if spec.affinity == "dynamo-nvext" and actions is not None:
+        if "affinity_actions" not in overrides:
+            spec = spec_override(spec, {"affinity_actions": actions}, prefix="overrides")
+        elif spec.affinity_actions != actions:
+            raise Invalid.field(
+                "overrides.affinity_actions",
+                f"{endpoint.name} is {endpoint.generation_label}: dynamo-nvext must use "
+                f"affinity_actions {actions}",
+            )
+    return spec
 
 
 def _enqueue(run_uuid: str, *, time_limit_s: int) -> None:

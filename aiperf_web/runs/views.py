@@ -70,8 +70,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
     scenarios = list(scenario_list(user=request.user))
     endpoints = list(endpoint_list(user=request.user))
     initial: dict[str, Any] = {}
-    if request.GET.get("scenario"):
-        initial["scenario"] = request.GET["scenario"]
+    for name, param in (("scenario", "scenario"), ("target", "endpoint")):
+        if request.GET.get(param):
+            initial[name] = request.GET[param]
     form = LaunchForm(
         request.POST or None, scenarios=scenarios, endpoints=endpoints, initial=initial
     )
@@ -99,7 +100,9 @@ def run_new(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, "Run queued.")
                 return redirect("runs:detail", run_id=created.uuid)
-    return render(request, "runs/new.html", {"form": form})
+    return render(
+        request, "runs/new.html", {"form": form, "affinity_data": form.affinity_by_target}
+    )
 
 
 @page

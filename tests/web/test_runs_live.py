@@ -54,6 +54,9 @@ def test_a_script_runs_the_demo_on_the_builtin_mock_through_the_api(
 
     scenario = next(s for s in api.get("/api/v1/scenarios").json() if s["name"] == "demo")
     endpoint = next(e for e in api.get("/api/v1/endpoints").json() if e["name"] == "built-in mock")
+    # Released Dynamo's affinity (the built-in mock speaks 1.6 with header affinity on).
+    spec = scenario["spec"]
+    assert (spec["affinity"], spec["scope"]) == ("dynamo-headers", "lineage")
     created = _launch(api, scenario["id"], endpoint["id"], duration_s=4)
     assert created["status"] == "queued"
 
@@ -71,6 +74,7 @@ def test_a_script_runs_the_demo_on_the_builtin_mock_through_the_api(
     assert set(summary) >= SUMMARY_KEYS
     assert summary["requests"] > 0 and summary["errors"] == 0
     assert summary["early_closes"] == 0  # lineage scope never closes early
+    assert summary["affinity_binds"] > 0  # the session header went out (preflight: affinity on)
     for key in ("ttft_ms", "itl_ms", "latency_ms"):
         assert {"p50", "p90", "p99"} <= set(summary[key])
 
