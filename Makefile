@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run demo test lint typecheck unit web-embedded bench clean
+.PHONY: run demo test lint typecheck unit web-embedded bench clean dynamo
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -61,3 +61,9 @@ bench-live: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# A real NVIDIA Dynamo 1.6.1 on CPU, offline: a frontend (KV router, header session affinity)
+# and two mocker workers on http://127.0.0.1:8088 (knobs: scripts/dynamo-cpu.sh; stop with
+# `bash scripts/dynamo-cpu.sh stop`).
+dynamo:
+	bash scripts/dynamo-cpu.sh install && bash scripts/dynamo-cpu.sh start
