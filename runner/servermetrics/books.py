@@ -203,7 +203,7 @@ class ServerMetricsBooks:
         if ids:
             workers: dict[str, list[str] | list[float | None]] = {"ids": ids, **columns}
             for figure, stats in self._worker_stats.items():
-                if stats:
+                if any(w in stats for w in ids):
                     workers[f"{figure}_mean"] = [
                         _round(stats[w].total / stats[w].n) if w in stats and stats[w].n else None
                         for w in ids

@@ -115,13 +115,24 @@ _DYNAMO: Final = (
         "ratio",
         ("dynamo_component_kvstats_active_blocks", "dynamo_component_kvstats_total_blocks"),
     ),
-    # Frontend page: the router's per-worker books.
-    _g("queue_depth", "dynamo_frontend_worker_waiting_requests"),
+    # Frontend page (what 1.6.1 prints): the router's active blocks per worker over the
+    # model's KV blocks per worker, and its cached / input token histograms' sums.
+    Source(
+        "kv_usage",
+        "ratio",
+        ("dynamo_frontend_worker_active_decode_blocks", "dynamo_frontend_model_total_kv_blocks"),
+    ),
+    _g("queue_depth", "dynamo_frontend_worker_waiting_requests"),  # later releases, per worker
     _g("queue_depth", "dynamo_frontend_queued_requests"),
     _g("queue_depth", "dynamo_frontend_router_queue_pending_requests"),
     _g("running", "dynamo_frontend_inflight_requests"),
     _g("running", "dynamo_component_inflight_requests"),
     _g("prefix_hit_ratio", "dynamo_component_kvstats_gpu_prefix_cache_hit_rate"),
+    Source(
+        "prefix_hit_ratio",
+        "counter_ratio",
+        ("dynamo_frontend_cached_tokens_sum", "dynamo_frontend_input_sequence_tokens_sum"),
+    ),
     Source("requests_total", "counter", ("dynamo_frontend_requests_total",)),
     Source("requests_total", "counter", ("dynamo_component_requests_total",)),
 )
@@ -137,9 +148,8 @@ EXTRAS: Final[dict[ServerKind, tuple[str, ...]]] = {
     "dynamo": (
         "dynamo_frontend_active_requests",
         "dynamo_frontend_disconnected_clients",
-        "dynamo_frontend_worker_active_decode_blocks",
         "dynamo_frontend_worker_active_prefill_tokens",
-        "dynamo_frontend_model_total_kv_blocks",
+        "dynamo_frontend_router_queue_pending_requests",
         "dynamo_component_kvstats_active_blocks",
         "dynamo_component_kvstats_total_blocks",
     ),

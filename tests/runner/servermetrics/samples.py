@@ -103,3 +103,34 @@ dynamo_component_kvstats_gpu_prefix_cache_hit_rate{dp_rank="1",dynamo_component=
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 6.0
 """
+
+# The frontend page as Dynamo 1.6.1 prints it (no per-worker queue gauge yet): KV use comes
+# from the router's active blocks per worker over the model's KV blocks per worker.
+DYNAMO_161_FRONTEND = """\
+# HELP dynamo_frontend_inflight_requests Number of inflight requests
+# TYPE dynamo_frontend_inflight_requests gauge
+dynamo_frontend_inflight_requests{model="tiny"} 14
+# HELP dynamo_frontend_queued_requests Number of requests in HTTP processing queue
+# TYPE dynamo_frontend_queued_requests gauge
+dynamo_frontend_queued_requests{model="tiny"} 6
+# HELP dynamo_frontend_model_total_kv_blocks Total KV blocks available for a worker serving the model
+# TYPE dynamo_frontend_model_total_kv_blocks gauge
+dynamo_frontend_model_total_kv_blocks{model="tiny"} 1000
+# HELP dynamo_frontend_worker_active_decode_blocks Active KV cache decode blocks per worker
+# TYPE dynamo_frontend_worker_active_decode_blocks gauge
+dynamo_frontend_worker_active_decode_blocks{dp_rank="0",worker_id="12339007555188169720",worker_type="decode"} 250
+dynamo_frontend_worker_active_decode_blocks{dp_rank="0",worker_id="15836734920903695127",worker_type="decode"} 50
+# HELP dynamo_frontend_cached_tokens Number of cached tokens (prefix cache hits) per request
+# TYPE dynamo_frontend_cached_tokens histogram
+dynamo_frontend_cached_tokens_bucket{model="tiny",le="+Inf"} 7
+dynamo_frontend_cached_tokens_sum{model="tiny"} 7360
+dynamo_frontend_cached_tokens_count{model="tiny"} 7
+# HELP dynamo_frontend_input_sequence_tokens Input sequence length in tokens
+# TYPE dynamo_frontend_input_sequence_tokens histogram
+dynamo_frontend_input_sequence_tokens_bucket{model="tiny",le="+Inf"} 7
+dynamo_frontend_input_sequence_tokens_sum{model="tiny"} 9200
+dynamo_frontend_input_sequence_tokens_count{model="tiny"} 7
+# HELP dynamo_frontend_requests_total Total number of LLM requests processed
+# TYPE dynamo_frontend_requests_total counter
+dynamo_frontend_requests_total{endpoint="chat_completions",error_type="",model="tiny",request_type="unary",status="success"} 7
+"""

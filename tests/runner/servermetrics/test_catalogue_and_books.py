@@ -6,7 +6,13 @@ import itertools
 import json
 
 from runner.servermetrics import ServerMetricsBooks, parse_exposition, read_exposition
-from tests.runner.servermetrics.samples import DYNAMO_FRONTEND, DYNAMO_WORKER, SGLANG, VLLM
+from tests.runner.servermetrics.samples import (
+    DYNAMO_161_FRONTEND,
+    DYNAMO_FRONTEND,
+    DYNAMO_WORKER,
+    SGLANG,
+    VLLM,
+)
 
 
 def read(text: str):
@@ -55,6 +61,22 @@ def test_dynamo_frontend_queue_per_worker_and_inflight_overall():
     assert reading.gauges["running"] == {"": 9.0}
     assert reading.counters["requests_total"][0] == {"": 122.0}
     assert "kv_usage" not in reading.gauges  # the frontend page has no worker KV stats
+
+
+def test_dynamo_161_kv_use_is_active_blocks_over_the_models_blocks_per_worker():
+    reading = read(DYNAMO_161_FRONTEND)
+    assert reading.kind == "dynamo"
+    assert reading.gauges["kv_usage"] == {
+        "12339007555188169720": 0.25,
+        "15836734920903695127": 0.05,
+    }
+    assert reading.gauges["queue_depth"] == {"": 6.0}
+    cached, prompt = reading.counters["prefix_hit_ratio"]
+    assert (cached, prompt) == ({"": 7360.0}, {"": 9200.0})
+    books = ServerMetricsBooks()
+    books.observe(0.0, read(DYNAMO_161_FRONTEND.replace(" 7360", " 0").replace(" 9200", " 0")))
+    books.observe(1.0, reading)
+    assert books.summary()["figures"]["prefix_hit_ratio"]["last"] == 0.8
 
 
 def test_a_dynamo_worker_page_reads_its_kvstats_and_its_engines_series():
