@@ -367,6 +367,10 @@ while [ $# -gt 0 ]; do
     *) die "unknown option $1" ;;
   esac
 done
+VENV="$(realpath -m "$VENV")"
+MODEL_DIR="$(realpath -m "$MODEL_DIR")"
+STAMP="$VENV/.dynamo-cpu-$DYNAMO_VERSION"
+MODEL_STAMP="$MODEL_DIR/.dynamo-cpu-model-v1"
 mkdir -p "$RUN_DIR"
 RUN_DIR="$(cd "$RUN_DIR" && pwd)"
 RUN_TMP="$RUN_DIR"
