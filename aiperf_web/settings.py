@@ -249,6 +249,9 @@ AIPERF_ENCRYPTION_KEY = env_str("AIPERF_ENCRYPTION_KEY")
 AIPERF_MOCK_URL = env_str("AIPERF_MOCK_URL")
 AIPERF_MOCK_PORT = env_int("AIPERF_MOCK_PORT", 8100)
 AIPERF_MOCK_TIME_SCALE = env_float("AIPERF_MOCK_TIME_SCALE", 0.05)
+# A real Dynamo 1.6.1 on CPU as a second built-in endpoint (scripts/dynamo-cpu.sh, installed
+# into var/dynamo-venv): opt-in, three more processes (a frontend and two CPU mocker workers).
+AIPERF_REAL_DYNAMO = env_bool("AIPERF_REAL_DYNAMO", False)
 # The public sample traces offered as built-in samples (the shared/traces folder beside the
 # checkout; in a container, a read-only mount). Missing files are simply not offered.
 AIPERF_SAMPLES_DIR = Path(

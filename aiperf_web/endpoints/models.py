@@ -116,6 +116,21 @@ class Endpoint(PublicModel):
         return "cannot be told here (no worker ids, or one worker served every probe)"
 
     @property
+    def affinity_short(self) -> str:
+        """A few words for a list cell (the headline says it whole)."""
+        if not self.affinity_detected:
+            return ""
+        if self.affinity_generation == "headers":
+            on = self.header_affinity
+            state = "unknown" if on is None else "on" if on else "off"
+            return f"Dynamo 1.3+: header affinity {state}"
+        if self.affinity_generation == "open":
+            return "Dynamo 1.2.x: session_control open/close"
+        if self.affinity_generation == "bind":
+            return "Dynamo dev build: session_control bind"
+        return "no Dynamo session_control"
+
+    @property
     def affinity_headline(self) -> str:
         """One line for people: the generation and whether session affinity is on."""
         if not self.affinity_detected:

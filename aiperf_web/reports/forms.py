@@ -7,7 +7,11 @@ from django import forms
 
 KNOB_CHOICES = [
     ("policy", "Routing policy: legacy, then spawn-pin (the client-side leak and its fix)"),
-    ("scope", "Affinity scope: conversation, then lineage (children's first-turn cache hits)"),
+    (
+        "scope",
+        "Affinity scope: conversation, then lineage (children's first-turn cache hits), with "
+        "the scenario's Dynamo affinity, or the one the endpoint's connection test found",
+    ),
 ]
 
 

@@ -91,6 +91,10 @@ class LaunchForm(forms.Form):
         ] + [("simulated", "simulated cluster (virtual time)")]
         self.knob_fields = spec_fields("", only=LAUNCH_KNOBS, blank=True)
         self.fields.update(self.knob_fields)
+        self.fields["affinity_actions"].help_text = (
+            "dynamo-nvext only: bind (development builds) or open (Dynamo 1.2.x); blank = what "
+            "the endpoint's connection test found, else the scenario's"
+        )
         self.affinity_by_target = _affinity_by_target(ordered, self.fields["affinity"])
         # The target the page opens with: the one asked for, else the first listed.
         target = self.data.get("target") if self.is_bound else self.initial.get("target")

@@ -68,7 +68,7 @@ def test_test_connection_on_dynamo_1_6_with_an_affinity_ttl_stores_header_affini
     assert "What the server said" in page
 
     listing = client.get("/endpoints/").content.decode()
-    assert HEADLINE_1_6 in listing
+    assert "Dynamo 1.3+: header affinity on" in listing and HEADLINE_1_6 in listing  # its title
 
     api = world.api("viewer").get(f"/api/v1/endpoints/{endpoint.uuid}").json()
     assert api["affinity"]["generation"] == "headers"

@@ -1,7 +1,8 @@
 """`python manage.py serve`: the whole service in one command and one process tree.
 
 Migrates, prepares the demo objects, starts the built-in mock cluster as a child process
-(unless AIPERF_MOCK_URL names one), starts the Celery worker (a thread on the in-memory broker
+(unless AIPERF_MOCK_URL names one) and, with AIPERF_REAL_DYNAMO=1, a real Dynamo on CPU in
+the background (aiperf_web.core.dynamo), starts the Celery worker (a thread on the in-memory broker
 in the embedded default; a `celery -A aiperf_web worker -Q runs` child process when REDIS_URL is
 set), then serves HTTP and WebSocket with uvicorn until interrupted.
 """
@@ -18,6 +19,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from aiperf_web.core.dynamo import RealDynamo, real_dynamo_launch
 from aiperf_web.core.mock import MockServer, die_with_parent
 from aiperf_web.core.services import DEMO_USER, demo_bootstrap, mock_url_default
 from aiperf_web.core.worker import EmbeddedWorker, StaleRunReaper
@@ -55,6 +57,7 @@ class Command(BaseCommand):
             mock_url = mock.url
         worker: EmbeddedWorker | None = None
         worker_process: subprocess.Popen[bytes] | None = None
+        dynamo: RealDynamo | None = None
         try:
             if not opts["no_bootstrap"]:
                 boot = demo_bootstrap(mock_url=mock_url)
@@ -63,6 +66,7 @@ class Command(BaseCommand):
                         f"Created user {DEMO_USER} with password {boot.admin_password} "
                         "(shown once; set AIPERF_ADMIN_PASSWORD to choose it)"
                     )
+            dynamo = real_dynamo_launch(say=out.write, bootstrap=not opts["no_bootstrap"])
             if not opts["no_worker"]:
                 if settings.EMBEDDED:
                     worker = EmbeddedWorker(concurrency=settings.AIPERF_EMBEDDED_WORKERS)
@@ -130,3 +134,5 @@ class Command(BaseCommand):
                     worker_process.kill()
             if mock is not None:
                 mock.stop()
+            if dynamo is not None:
+                dynamo.stop()

@@ -1,0 +1,66 @@
+"""`manage.py serve` with AIPERF_REAL_DYNAMO=1 starts the real Dynamo on CPU
+(scripts/dynamo-cpu.sh) as a second built-in endpoint; without the setting nothing of it runs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from aiperf_web.core import dynamo as real
+from aiperf_web.core.services import REAL_DYNAMO_ENDPOINT, demo_bootstrap, real_dynamo_bootstrap
+from aiperf_web.endpoints.models import Endpoint
+from aiperf_web.endpoints.services import endpoint_test_connection
+
+
+def _no_subprocess(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError(f"started a process: {args}")
+
+
+def test_without_the_setting_serve_starts_no_dynamo_and_adds_no_endpoint(
+    db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.AIPERF_REAL_DYNAMO = False
+    monkeypatch.setattr(subprocess, "run", _no_subprocess)
+    said: list[str] = []
+    assert real.real_dynamo_launch(say=said.append, bootstrap=True) is None
+    assert said == []
+    assert not Endpoint.objects.filter(name=REAL_DYNAMO_ENDPOINT).exists()
+
+
+def test_asked_for_but_not_installed_it_says_how_to_install_and_serves_without(
+    db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings.AIPERF_REAL_DYNAMO = True
+    monkeypatch.setattr(real, "VENV", tmp_path / "no-venv")
+    monkeypatch.setattr(subprocess, "run", _no_subprocess)
+    said: list[str] = []
+    assert real.real_dynamo_launch(say=said.append, bootstrap=True) is None
+    (line,) = said
+    assert "not installed" in line and "dynamo-cpu.sh install" in line
+
+
+@pytest.mark.dynamo
+def test_the_real_dynamo_starts_and_becomes_a_builtin_dynamo_endpoint_with_header_affinity(
+    db: Any, mock_url: str, tmp_path: Path
+) -> None:
+    missing = real.real_dynamo_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    demo_bootstrap(mock_url=mock_url)
+    dynamo = real.RealDynamo(run_dir=tmp_path / "dynamo-run")
+    try:
+        dynamo.start()
+        endpoint = real_dynamo_bootstrap(url=dynamo.url, model=dynamo.model)
+        assert (endpoint.server_kind, endpoint.is_builtin) == ("dynamo", True)
+        assert endpoint.model == dynamo.model and endpoint.base_url == dynamo.url
+        assert real_dynamo_bootstrap(url=dynamo.url, model=dynamo.model).pk == endpoint.pk
+        endpoint_test_connection(actor=User.objects.get(username="admin"), endpoint=endpoint)
+        assert endpoint.affinity_generation == "headers"  # released 1.6.1: no session_control
+        assert "dynamo-nvext" not in endpoint.affinity_choices
+    finally:
+        dynamo.stop()
+    assert not list((tmp_path / "dynamo-run").glob("*.pid"))
