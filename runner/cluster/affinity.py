@@ -15,11 +15,13 @@ from typing import Literal, NamedTuple, cast
 from runner.cluster.config import DynamoVersion
 
 __all__ = [
+    "NVEXT_FIELDS_16",
     "SESSION_CONTROL_REFUSED_16",
     "BindingStore",
     "SessionAction",
     "SessionControl",
     "parse_session_control",
+    "unknown_nvext_field_16",
 ]
 
 SessionAction = Literal["open", "bind", "close"]
@@ -37,14 +39,38 @@ _ACTIONS: dict[str, frozenset[str]] = {
     "1.2": frozenset({"open", "close"}),
     "bind": frozenset({"open", "bind", "close"}),
 }
-# Released 1.3 to 1.6.x: NvExt lost `session_control` and refuses unknown fields.
-# TODO(observed): replace with the text real Dynamo 1.6.1 answers (docs/dynamo-observed.md).
-SESSION_CONTROL_REFUSED_16 = (
-    _BODY_ERROR + "nvext: unknown field `session_control`, expected one of `greed_sampling`, "
-    "`use_raw_prompt`, `annotations`, `backend_instance_id`, `token_data`, `max_thinking_tokens`, "
-    "`extra_fields`, `prefill_worker_id`, `decode_worker_id`, `dp_rank`, `prefill_dp_rank`, "
-    "`agent_hints`, `agent_context`, `request_timestamp_ms`"
+# Released 1.3 to 1.6.x: NvExt has no `session_control` and refuses unknown keys (serde
+# deny_unknown_fields). The keys and the wording are real 1.6.1's (docs/dynamo-observed.md §a);
+# over HTTP the text ends with the body position, " at line L column C", which only a server
+# holding the body can add (the mock does).
+NVEXT_FIELDS_16: tuple[str, ...] = (
+    "greed_sampling",
+    "use_raw_prompt",
+    "annotations",
+    "backend_instance_id",
+    "token_data",
+    "max_thinking_tokens",
+    "cache_salt",
+    "extra_fields",
+    "metadata_upload",
+    "prefill_worker_id",
+    "decode_worker_id",
+    "dp_rank",
+    "prefill_dp_rank",
+    "agent_hints",
+    "request_timestamp_ms",
+    "routing_constraints",
+    "router",
 )
+_NVEXT_EXPECTED_16 = ", ".join(f"`{name}`" for name in NVEXT_FIELDS_16)
+
+
+def unknown_nvext_field_16(name: str) -> str:
+    """Dynamo 1.6.1's 400 text for an `nvext` key it does not know, without the position."""
+    return f"{_BODY_ERROR}unknown field `{name}`, expected one of {_NVEXT_EXPECTED_16}"
+
+
+SESSION_CONTROL_REFUSED_16 = unknown_nvext_field_16("session_control")
 
 
 class SessionControlError(ValueError):

@@ -101,8 +101,9 @@ class ClusterConfig:
     # v1.6 subagent grouping (#14521): a request with a parent header binds under the
     # parent's group key, so siblings share a worker while the parent keeps its own.
     header_parent_grouping: bool = True
-    # Header affinity limits (§1.3): longer session or parent ids are refused with HTTP 400;
-    # a new binding past the entry limit is refused with HTTP 429 ("resource exhausted").
+    # Header affinity limits (§1.3): a longer X-Dynamo-Session-ID gets HTTP 400 (observed on
+    # 1.6.1, which takes a longer parent id); a new binding past the entry limit gets HTTP 429
+    # "resource exhausted" (assumed: not reproduced on a real Dynamo).
     header_affinity_max_id_bytes: int = 256
     header_affinity_max_sessions: int = 65_536
     seed: int = 0  # the random router's seed

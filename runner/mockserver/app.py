@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from runner.cluster import Cluster, ClusterRequest, Placement, Rejection
+from runner.cluster.affinity import NVEXT_FIELDS_16, unknown_nvext_field_16
 from runner.dynamo import PARENT_SESSION_HEADER, SESSION_HEADER
 from runner.mockserver.config import MockServerConfig
 from runner.mockserver.faults import FaultDraw, FaultInjector
-from runner.mockserver.parse import ApiError, Call, parse_call
+from runner.mockserver.parse import ApiError, Call, DynamoError, parse_call
 from runner.mockserver.render import Answer, error_event, usage_json, worker_nvext
 from runner.mockserver.stats import ServerCounters, StatsBody, render_prometheus
 
@@ -76,6 +77,10 @@ class MockApp:
         self._block_size = config.cluster.block_size_tokens
         self._stall_s = config.faults.stall_s
         self._retry_after = str(config.faults.retry_after_s).encode()
+        # Released Dynamo (generation 1.6) refuses unknown nvext keys and answers what its
+        # frontend refuses in its own error shape (docs/dynamo-observed.md §a).
+        self._dynamo_16 = config.cluster.dynamo_version == "1.6"
+        self._nvext_fields = frozenset(NVEXT_FIELDS_16) if self._dynamo_16 else None
         self._seq = 0  # response ids stay unique across resets
         self._started_s = time.monotonic()
         self.reset()
@@ -167,6 +172,8 @@ class MockApp:
                 model=config.model,
                 block_size_tokens=self._block_size,
                 default_max_tokens=config.default_max_tokens,
+                nvext_fields=self._nvext_fields,
+                unknown_nvext_field=unknown_nvext_field_16,
             )
         except ApiError as exc:
             counters.answered(exc.status)
@@ -195,7 +202,7 @@ class MockApp:
         )
         if isinstance(placement, Rejection):
             counters.answered(placement.status)
-            raise _rejection_error(placement)
+            raise _rejection_error(placement, dynamo=self._dynamo_16)
 
         if fault.kind is not None:
             counters.faults[fault.kind] += 1
@@ -528,7 +535,9 @@ def _allow(method: str, allowed: str) -> None:
         raise _MethodNotAllowed(method, allowed)
 
 
-def _rejection_error(rejection: Rejection) -> ApiError:
+def _rejection_error(rejection: Rejection, *, dynamo: bool) -> ApiError:
+    if dynamo:
+        return DynamoError(rejection.status, rejection.message)
     if rejection.status == 503:
         return ApiError(503, rejection.message, type="server_error", code="no_workers")
     return ApiError(rejection.status, rejection.message)

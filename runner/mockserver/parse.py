@@ -9,13 +9,14 @@ cluster. Nothing is cached across requests.
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from http import HTTPStatus
 from typing import NamedTuple
 
 from runner.mockserver.config import MAX_OUTPUT_TOKENS
 from runner.trace.tokens import message_problem, message_words
 
-__all__ = ["ApiError", "Call", "block_keys", "parse_call"]
+__all__ = ["ApiError", "Call", "DynamoError", "block_keys", "parse_call"]
 
 
 class ApiError(Exception):
@@ -40,6 +41,17 @@ class ApiError(Exception):
     def body(self) -> bytes:
         error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
         return json.dumps({"error": error}).encode()
+
+
+class DynamoError(ApiError):
+    """An error Dynamo's own frontend answers, in its shape: `{"message", "type", "code"}`
+    with the status's reason phrase as `type` (real 1.6.1, docs/dynamo-observed.md §a, §c)."""
+
+    def body(self) -> bytes:
+        phrase = HTTPStatus(self.status).phrase
+        error = {"message": self.message, "type": phrase, "code": self.status}
+        # Compact and UTF-8, as serde_json writes it.
+        return json.dumps(error, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 # OpenAI's error `type` by status when the raiser names none (server-side.md §2).
@@ -74,8 +86,15 @@ def parse_call(
     model: str,
     block_size_tokens: int,
     default_max_tokens: int,
+    nvext_fields: frozenset[str] | None = None,
+    unknown_nvext_field: Callable[[str], str] | None = None,
 ) -> Call:
-    """Validate one request body for the served `model`; raise ApiError (400/404) if bad."""
+    """Validate one request body for the served `model`; raise ApiError (400/404) if bad.
+
+    `nvext_fields`, when given, are the only `nvext` keys the server knows (Dynamo 1.3 on):
+    another one is refused first, as serde does while deserializing, with
+    `unknown_nvext_field(name)` and the body position as the text.
+    """
     try:
         obj = _decode(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -84,6 +103,8 @@ def parse_call(
         raise ApiError(400, "the request body nests JSON too deeply") from None
     if type(obj) is not dict:
         raise ApiError(400, "the request body must be a JSON object")
+    if nvext_fields is not None and unknown_nvext_field is not None:
+        _check_nvext_fields(body, obj, nvext_fields, unknown_nvext_field)
 
     name = obj.get("model")
     if type(name) is not str:
@@ -156,6 +177,63 @@ def parse_call(
         want_worker_id,
         session_control,
     )
+
+
+def _check_nvext_fields(
+    body: bytes,
+    obj: dict[str, object],
+    known: frozenset[str],
+    unknown_field: Callable[[str], str],
+) -> None:
+    nvext = obj.get("nvext")
+    if type(nvext) is not dict:
+        return
+    for name in nvext:  # document order: the first unknown key is the one serde meets
+        if name not in known:
+            text = body.decode("utf-8")
+            line, column = _nvext_key_position(text, name)
+            raise DynamoError(400, f"{unknown_field(name)} at line {line} column {column}")
+
+
+def _nvext_key_position(text: str, name: str) -> tuple[int, int]:
+    """Where serde stops on key `name` of the top-level `nvext` object: the line and the
+    1-based byte column of the key's closing quote (real 1.6.1 reports exactly that). `text`
+    is a JSON object already decoded without error."""
+    end = 0
+    for key, _, value_start, _ in _members(text, _skip_ws(text, 0)):
+        if key == "nvext":  # a repeated key: the last one is the value json.loads kept
+            for inner, key_end, _, _ in _members(text, value_start):
+                if inner == name:
+                    end = key_end
+                    break
+    line_start = text.rfind("\n", 0, end) + 1
+    return text.count("\n", 0, end) + 1, len(text[line_start:end].encode("utf-8"))
+
+
+_WHITESPACE = " \t\n\r"
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _WHITESPACE:
+        pos += 1
+    return pos
+
+
+def _members(text: str, pos: int) -> Iterator[tuple[str, int, int, int]]:
+    """(key, index past the key's closing quote, value start, value end) of each member of the
+    object whose `{` is at `pos`."""
+    pos = _skip_ws(text, pos + 1)
+    if text[pos] == "}":
+        return
+    while True:
+        key, key_end = _raw_decode(text, pos)  # a key is a JSON string like any other
+        value_start = _skip_ws(text, _skip_ws(text, key_end) + 1)  # past the colon
+        _, value_end = _raw_decode(text, value_start)
+        yield key, key_end, value_start, value_end
+        pos = _skip_ws(text, value_end)
+        if text[pos] != ",":
+            return
+        pos = _skip_ws(text, pos + 1)
 
 
 def _chat_prompt(messages: object, block_size: int) -> tuple[tuple[int, ...], int]:

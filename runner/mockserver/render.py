@@ -1,9 +1,11 @@
 """The bytes of the mock's answers: SSE chunks, non-streaming bodies, usage, `nvext`.
 
 Owns the OpenAI wire shapes (server-side.md §2) and Dynamo's response `nvext.worker_id`
-(§1.6). Chunks are spliced from per-request byte templates instead of json.dumps per chunk:
-a 64-token stream is ~70 chunks, and dumping each was the largest cost of an answer. Pure: it
-never sends, sleeps or decides when; `app.py` does.
+(§1.6; where it goes is real 1.6.1's, docs/dynamo-observed.md §b: after `usage` in a whole
+body, on every streamed chunk that has `choices`, never on the usage chunk). Chunks are
+spliced from per-request byte templates instead of json.dumps per chunk: a 64-token stream is
+~70 chunks, and dumping each was the largest cost of an answer. Pure: it never sends, sleeps
+or decides when; `app.py` does.
 
 The generated text is words from a fixed list, one word per token under the token contract
 (`runner.trace.tokens`): the first token is "word", every later one " word", so any
@@ -57,7 +59,10 @@ def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -
 
 
 def worker_nvext(worker_id: int, dp_rank: int) -> bytes:
-    """Dynamo's `"nvext":{"worker_id":{...}}` member; aggregated serving: prefill = decode."""
+    """Dynamo's `"nvext":{"worker_id":{...}}` member; aggregated serving: prefill = decode.
+
+    The shape is real 1.6.1's; the ids are the mock's worker indices 0..N-1, where a real
+    Dynamo names workers by random 64-bit instance ids (clients renumber those)."""
     return (
         b'"nvext":{"worker_id":{"prefill_worker_id":%d,"prefill_dp_rank":%d,'
         b'"decode_worker_id":%d,"decode_dp_rank":%d}}' % (worker_id, dp_rank, worker_id, dp_rank)
@@ -75,6 +80,7 @@ class Answer:
 
     __slots__ = (
         "_chat",
+        "_chunk_end",
         "_envelope",
         "_include_usage",
         "_nvext",
@@ -111,18 +117,18 @@ class Answer:
             )
         )
         close = b'"},' if chat else b'",'
-        self._tail_open = (
-            close
-            + b'"logprobs":null,"finish_reason":null}]'
-            + (b',"usage":null}\n\n' if include_usage else b"}\n\n")
+        # What closes a chunk that has choices: usage null when usage comes last, and nvext.
+        self._chunk_end = (
+            (b',"usage":null' if include_usage else b"")
+            + (b"," + nvext if nvext is not None else b"")
+            + b"}\n\n"
         )
+        self._tail_open = close + b'"logprobs":null,"finish_reason":null}]' + self._chunk_end
 
     def head(self) -> bytes:
         """What goes before the first token: chat's role chunk; for completions only a chunk
-        carrying `nvext` when asked. Dynamo-style `nvext` rides on this first chunk, so a
-        stream cut short still says which worker served it."""
-        nvext = b"," + self._nvext if self._nvext is not None else b""
-        usage = b',"usage":null' if self._include_usage else b""
+        carrying `nvext` when asked, so that a stream cut short before its first token still
+        says which worker served it."""
         if self._chat:
             choice = b'"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
         elif self._nvext is not None:
@@ -134,9 +140,7 @@ class Answer:
             + self._envelope
             + choice
             + b'"logprobs":null,"finish_reason":null}]'
-            + usage
-            + nvext
-            + b"}\n\n"
+            + self._chunk_end
         )
 
     def token_events(self, start: int, end: int) -> bytes:
@@ -163,7 +167,7 @@ class Answer:
             + self._envelope
             + choice
             + b'"logprobs":null,"finish_reason":"%s"}]' % finish_reason.encode()
-            + (b',"usage":null}\n\n' if self._include_usage else b"}\n\n")
+            + self._chunk_end
         )
         if self._include_usage:
             finish += b"data: " + self._envelope + b'"choices":[],"usage":' + usage + b"}\n\n"

@@ -12,13 +12,14 @@ from runner.errors import SpecError
 from runner.spec import parse_spec
 from tests.runner.cluster.builders import bind, close, cluster, follow, open_, rejected, request
 
-# TODO(observed): the text of docs/dynamo-observed.md.
+# Real Dynamo 1.6.1's answer (docs/dynamo-observed.md §a) less the body position, which only
+# a server holding the body can add.
 _SESSION_CONTROL_REFUSED_BY_16 = (
-    "Failed to deserialize the JSON body into the target type: nvext: unknown field "
-    "`session_control`, expected one of `greed_sampling`, `use_raw_prompt`, `annotations`, "
-    "`backend_instance_id`, `token_data`, `max_thinking_tokens`, `extra_fields`, "
+    "Failed to deserialize the JSON body into the target type: unknown field `session_control`, "
+    "expected one of `greed_sampling`, `use_raw_prompt`, `annotations`, `backend_instance_id`, "
+    "`token_data`, `max_thinking_tokens`, `cache_salt`, `extra_fields`, `metadata_upload`, "
     "`prefill_worker_id`, `decode_worker_id`, `dp_rank`, `prefill_dp_rank`, `agent_hints`, "
-    "`agent_context`, `request_timestamp_ms`"
+    "`request_timestamp_ms`, `routing_constraints`, `router`"
 )
 
 
