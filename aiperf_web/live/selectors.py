@@ -4,9 +4,10 @@ snapshots as a compact history, resumable by `seq`.
 The history a page (or a reconnecting socket) receives is made of *slim* samples: a snapshot
 without the parts only the latest one needs (migration pairs, inference workers, engine state,
 per-worker in-flight and sticky counts) and with only the latency points the previous sample
-did not carry. The latest snapshot travels whole. A long run is thinned to at most
-`max_points` samples (every n-th, the last always kept), so an hour at one snapshot a second
-opens in one message; a short gap after a reconnect is always sent sample by sample.
+did not carry; the server-metrics view rides only on the sample that first holds a scrape.
+The latest snapshot travels whole. A long run is thinned to at most `max_points` samples
+(every n-th, the last always kept), so an hour at one snapshot a second opens in one message;
+a short gap after a reconnect is always sent sample by sample.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ MAX_HISTORY_POINTS = 720
 # Per-worker arrays the time-series charts need (the leak monitor's books).
 _SLIM_WORKER_KEYS = ("session_copies", "orphaned_copies", "cached_bytes")
 _LATEST_ONLY = ("migrations", "inference_workers", "state")
+# Per-worker server figures the charts draw over time (KV use and queue depth).
+_SLIM_SERVER_WORKER_KEYS = ("ids", "kv_usage", "queue_depth")
 
 
 class SampleMessage(TypedDict):
@@ -40,9 +43,22 @@ class History(TypedDict):
     stride: int  # 1 when nothing was thinned
 
 
-def sample_slim(data: Mapping[str, Any], *, after_t_s: float | None) -> dict[str, Any]:
+def sample_slim(
+    data: Mapping[str, Any], *, after_t_s: float | None, after_scrape_t_s: float | None = None
+) -> dict[str, Any]:
     """A snapshot cut down to what the time-series charts read."""
     slim = {k: v for k, v in data.items() if k not in _LATEST_ONLY}
+    server = data.get("server_metrics")
+    if isinstance(server, Mapping):
+        # A scrape every few seconds, a snapshot every second: its points only once.
+        if server.get("t_s") is not None and server.get("t_s") == after_scrape_t_s:
+            del slim["server_metrics"]
+        elif isinstance(server.get("workers"), Mapping):
+            workers = server["workers"]
+            slim["server_metrics"] = {
+                **server,
+                "workers": {k: workers.get(k, []) for k in _SLIM_SERVER_WORKER_KEYS},
+            }
     workers = data.get("client_workers")
     if isinstance(workers, Mapping):
         slim["client_workers"] = {k: workers.get(k, []) for k in _SLIM_WORKER_KEYS}
@@ -73,11 +89,16 @@ def run_history(
     rows = list(qs.order_by("seq").values_list("seq", "t_s", "data"))
     samples: list[SampleMessage] = []
     previous_t: float | None = None
+    previous_scrape: float | None = None
     for seq, t_s, data in rows:
-        samples.append({"seq": seq, "t_s": t_s, "data": sample_slim(data, after_t_s=previous_t)})
+        slim = sample_slim(data, after_t_s=previous_t, after_scrape_t_s=previous_scrape)
+        samples.append({"seq": seq, "t_s": t_s, "data": slim})
         last_t = _last_recent_t(data)
         if last_t is not None:
             previous_t = last_t
+        server = data.get("server_metrics")
+        if isinstance(server, Mapping) and server.get("t_s") is not None:
+            previous_scrape = server["t_s"]
     seq, t_s, data = rows[-1]
     return {
         "samples": samples,

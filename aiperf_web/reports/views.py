@@ -24,6 +24,7 @@ from aiperf_web.reports import selectors, services
 from aiperf_web.reports.forms import ABForm
 from aiperf_web.reports.leaks import leak_brief
 from aiperf_web.reports.models import ABPair
+from aiperf_web.reports.server_metrics import run_server_metrics
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import FINAL, Run
 from aiperf_web.scenarios.selectors import scenario_get, scenario_list
@@ -61,6 +62,7 @@ def run_page_context(*, run_obj: Run) -> dict[str, Any]:
         "verdict": report["verdict"] if report["baseline"] is not None else None,
         "baseline": report["baseline"],
         "page_data": page_data,
+        "server_metrics": run_server_metrics(run_obj=run_obj),
     }
 
 
@@ -113,7 +115,11 @@ def run_export_html(request: HttpRequest, run_id: str) -> HttpResponse:
             **context,
             "run": run_obj,
             "summary_main": [(k, v) for k, v in summary_rows if k in SUMMARY_KEYS],
-            "summary_more": [(k, v) for k, v in summary_rows if k not in SUMMARY_KEYS],
+            "summary_more": [
+                (k, v)
+                for k, v in summary_rows
+                if k not in SUMMARY_KEYS and not k.startswith("server_metrics.")
+            ],
             "plotly_js": mark_safe(_script_safe(_plotly_js())),
             "charts_js": mark_safe(_script_safe(_module_source("charts.js"))),
             "css": mark_safe(

@@ -133,7 +133,10 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             "summary_more": [
                 (k, v)
                 for k, v in summary_rows
-                if k not in SUMMARY_KEYS and k.split(".")[0] not in LATENCY_KEYS
+                if k not in SUMMARY_KEYS
+                and k.split(".")[0] not in LATENCY_KEYS
+                # Shown in its own card (its series would be a wall of numbers here).
+                and not k.startswith("server_metrics.")
             ],
             "log": selectors.run_log_tail(run_obj=run_obj),
             "meta": meta,

@@ -26,6 +26,12 @@ const SLOW_REDRAW_MS = 3000;
 const COUNTER_REDRAW_MS = 2000;
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
+// Server worker ids can be long (Dynamo's are 20-digit numbers): their tail names them.
+function shortId(id) {
+  const s = String(id);
+  return s.length > 8 ? `…${s.slice(-6)}` : s;
+}
+
 export function workerColor(i) {
   if (i < PALETTE.length) return PALETTE[i];
   return `hsl(${(i * 137.508) % 360}, 62%, ${i % 2 ? 42 : 55}%)`;
@@ -196,6 +202,20 @@ export class RunView {
       { name: "worker switches", x: [], y: [], mode: "lines", line: { color: "#e8710a", width: 2 } },
       { name: "sessions on >1 worker", x: [], y: [], mode: "lines", line: { color: "#9334e6" } },
     ], layout("Client-worker migrations (cumulative)", "count"));
+    // The endpoint's own /metrics (a point per scrape): KV use and queue per server worker,
+    // with the overall line; workers get their traces as they first appear.
+    c.smKv = new Chart(el("chart-sm-kv"), [
+      { name: "mean of workers", x: [], y: [], mode: "lines", line: { color: "#1d2330", width: 2.5 },
+        hovertemplate: "mean: %{y:.1f} %<extra></extra>" },
+    ], layout("KV-cache usage per server worker", "% of KV blocks", { hovermode: "closest" }));
+    c.smQueue = new Chart(el("chart-sm-queue"), [
+      { name: "waiting", x: [], y: [], mode: "lines", line: { color: "#d93025", width: 2.5 },
+        hovertemplate: "waiting (all): %{y}<extra></extra>" },
+      { name: "running", x: [], y: [], mode: "lines", line: { color: "#2458d6", width: 1.5, dash: "dot" },
+        hovertemplate: "running (all): %{y}<extra></extra>" },
+    ], layout("Queue depth and running requests", "requests", { hovermode: "closest" }));
+    this.smLastT = -Infinity;
+    this.smWorkers = new Map(); // server worker id -> its trace, 1-based after the overall one
     // Latest-only panels: drawn with Plotly.react.
     this.workerBarsEl = el("chart-workers");
     this.heatmapEl = el("chart-heatmap");
@@ -307,12 +327,74 @@ export class RunView {
       c.orphans.add([0, ...idx.map((i) => i + 1)], [[t], ...one], [[total], ...idx.map((i) => [orphans[i] || 0])]);
       c.bytes.add(idx, one, idx.map((i) => [((w.cached_bytes || [])[i] || 0) / 1048576]));
     }
+    this.ingestServerMetrics(d.server_metrics);
     const a = d.affinity;
     if (a) c.affinity.add([0, 1, 2, 3], [[t], [t], [t], [t]], [[a.binds], [a.closes], [a.early_closes], [a.keys_bound]]);
     const r = d.routing;
     if (r) c.migrations.add([0, 1], [[t], [t]], [[r.worker_switches], [r.sessions_multi_worker]]);
     this.drawnSeqs.push(sample.seq);
     return true;
+  }
+
+  // One point per scrape (snapshots repeat a scrape until the next one: deduped by its t_s).
+  ingestServerMetrics(sm) {
+    if (!sm || !sm.available || sm.t_s === null || sm.t_s === undefined || sm.t_s <= this.smLastT) return;
+    this.smLastT = sm.t_s;
+    const c = this.charts, x = sm.t_s, f = sm.figures || {};
+    const pct = (v) => (v === null || v === undefined ? null : 100 * v);
+    c.smKv.add([0], [[x]], [[pct(f.kv_usage)]]);
+    c.smQueue.add([0, 1], [[x], [x]], [[f.queue_depth ?? null], [f.running ?? null]]);
+    const w = sm.workers;
+    if (!w || !(w.ids || []).length) return;
+    const fresh = w.ids.filter((id) => !this.smWorkers.has(id));
+    if (fresh.length) {
+      const many = this.smWorkers.size + fresh.length > 8;
+      const traces = (unit, scale) => fresh.map((id, n) => {
+        const i = this.smWorkers.size + n;
+        return { name: `w ${shortId(id)}`, x: [], y: [], mode: "lines", showlegend: !many,
+          line: { color: workerColor(i), width: 1.3 }, legendgroup: id,
+          hovertemplate: `worker ${shortId(id)}: %{y${scale}}${unit}<extra></extra>` };
+      });
+      if ((w.kv_usage || []).length) c.smKv.addTraces(traces(" %", ":.1f"));
+      if ((w.queue_depth || []).length) c.smQueue.addTraces(traces(" waiting", ""));
+      fresh.forEach((id) => this.smWorkers.set(id, this.smWorkers.size + 1));
+      this.smKvTraces = (this.smKvTraces || 0) + ((w.kv_usage || []).length ? fresh.length : 0);
+      this.smQueueTraces = (this.smQueueTraces || 0) + ((w.queue_depth || []).length ? fresh.length : 0);
+    }
+    const idx = w.ids.map((id) => this.smWorkers.get(id));
+    const xs = idx.map(() => [x]);
+    if ((w.kv_usage || []).length && this.smKvTraces) {
+      c.smKv.add(idx, xs, w.kv_usage.map((v) => [pct(v)]));
+    }
+    if ((w.queue_depth || []).length && this.smQueueTraces) {
+      c.smQueue.add(idx.map((i) => i + 1), xs, w.queue_depth.map((v) => [v]));
+    }
+  }
+
+  drawServerMetrics(sm) {
+    const box = this.$("#server-metrics");
+    if (!box || !sm) return;
+    const body = this.$("#sm-body");
+    if (!sm.available) {
+      if (body) body.hidden = true;
+      const note = this.$("#sm-note");
+      const text = `Unavailable: ${sm.reason}.`;
+      if (note && note.textContent !== text) note.textContent = text;
+      return;
+    }
+    if (body) body.hidden = false;
+    const kind = this.$("#sm-kind-live");
+    if (kind && sm.kind && !kind.textContent) kind.textContent = ` (${sm.kind})`;
+    const f = sm.figures || {};
+    const put = (key, text) => {
+      for (const e of box.querySelectorAll(`[data-sm="${key}"]`)) if (e.textContent !== text) e.textContent = text;
+    };
+    const pct = (v) => (v === null || v === undefined ? "—" : (100 * v).toFixed(1) + " %");
+    put("kv_usage", pct(f.kv_usage));
+    put("queue_depth", fmt(f.queue_depth, 0));
+    put("running", fmt(f.running, 0));
+    put("prefix_hit_ratio", pct(f.prefix_hit_ratio));
+    put("requests_total", fmt(f.requests_total, 0));
   }
 
   // A whole snapshot: its latest-only panels and the KPIs.
@@ -425,6 +507,7 @@ export class RunView {
 
   drawLatestDom(d) {
     this.drawKpis(d);
+    this.drawServerMetrics(d.server_metrics);
     this.drawProgress(d);
     this.drawWorkerTable(d);
     const a = d.affinity || {};
