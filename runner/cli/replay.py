@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        print_table(summary, title="replay summary")
+        print_table(_for_table(dict(summary)), title="replay summary")
     if result.status == "cancelled":
         return 130
     if result.stopped_reason is not None:
@@ -198,6 +198,14 @@ class _CliSink:
             self.records_file.close()
         if self.progress and self.tty and self.count:
             sys.stderr.write("\n")
+
+
+def _for_table(summary: dict[str, Any]) -> dict[str, Any]:
+    """The table shows the server's figures, not their time series (JSON has everything)."""
+    server = summary.get("server_metrics")
+    if isinstance(server, dict) and "series" in server:
+        summary["server_metrics"] = {k: v for k, v in server.items() if k != "series"}
+    return summary
 
 
 def _header(text: str) -> tuple[str, str]:
