@@ -225,7 +225,11 @@ def read_exposition(exposition: Exposition) -> Reading:
 
 
 def _detect(exposition: Exposition) -> ServerKind:
-    """The server whose catalogue matches most series; a prefix when none matches."""
+    """Dynamo when a Dynamo process printed the page (its workers relay their engine's own
+    `vllm:` series beside theirs), else the server whose catalogue matches most series, else
+    the one a family's prefix names."""
+    if any(name.startswith("dynamo_") for name in exposition.families):
+        return "dynamo"
     best: ServerKind = "unknown"
     best_hits = 0
     for kind in KINDS:

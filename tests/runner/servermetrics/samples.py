@@ -134,3 +134,18 @@ dynamo_frontend_input_sequence_tokens_count{model="tiny"} 7
 # TYPE dynamo_frontend_requests_total counter
 dynamo_frontend_requests_total{endpoint="chat_completions",error_type="",model="tiny",request_type="unary",status="success"} 7
 """
+
+# A Dynamo mocker worker's own page (its system port) under load: the worker's handler gauges
+# beside the engine's `vllm:` series it relays.
+DYNAMO_MOCKER_WORKER = """\
+# TYPE dynamo_component_inflight_requests gauge
+dynamo_component_inflight_requests{dynamo_component="backend",dynamo_endpoint="generate",dynamo_namespace="dynamo",worker_id="6e00293acfc638b"} 4
+# TYPE dynamo_component_requests_total counter
+dynamo_component_requests_total{dynamo_component="backend",dynamo_endpoint="generate",dynamo_namespace="dynamo",worker_id="6e00293acfc638b"} 40
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.01385498046875
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="tiny"} 4
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="tiny"} 1
+"""

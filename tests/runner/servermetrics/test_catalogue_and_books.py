@@ -9,6 +9,7 @@ from runner.servermetrics import ServerMetricsBooks, parse_exposition, read_expo
 from tests.runner.servermetrics.samples import (
     DYNAMO_161_FRONTEND,
     DYNAMO_FRONTEND,
+    DYNAMO_MOCKER_WORKER,
     DYNAMO_WORKER,
     SGLANG,
     VLLM,
@@ -85,6 +86,15 @@ def test_a_dynamo_worker_page_reads_its_kvstats_and_its_engines_series():
     assert reading.gauges["kv_usage"] == {"0": 0.3, "1": 0.5}
     assert reading.gauges["prefix_hit_ratio"] == {"0": 0.9, "1": 0.7}
     assert reading.sources["running"] == "vllm:num_requests_running"
+
+
+def test_a_dynamo_mocker_page_is_dynamo_with_its_engines_kv_and_queue():
+    reading = read(DYNAMO_MOCKER_WORKER)
+    assert reading.kind == "dynamo"
+    assert reading.gauges["kv_usage"] == {"0": 0.01385498046875}
+    assert reading.gauges["queue_depth"] == {"0": 1.0}
+    assert reading.sources["running"] == "dynamo_component_inflight_requests"
+    assert reading.counters["requests_total"][0] == {"6e00293acfc638b": 40.0}
 
 
 def test_an_unknown_server_is_kept_as_counts_only():
