@@ -13,7 +13,8 @@ silently do nothing. So:
   ignores `session_control` altogether (not Dynamo, or its nvext disabled);
 - header affinity is on when requests carrying one session id keep landing on the worker the
   first one bound, even when the prefix cache pulls their prompt to another worker (found by
-  sending a prompt without a session first); the serving worker comes from
+  sending a prompt without a session first, until the router follows it); the serving worker
+  comes from
   `nvext.extra_fields: ["worker_id"]`.
 
 Nothing here binds a real key for long: probe ids are random and used for a handful of
@@ -22,6 +23,7 @@ one-token requests.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -45,6 +47,8 @@ _MESSAGE_LIMIT = 4000  # a server message is shown whole, within reason
 _PROBE_WORDS = 240  # long enough to fill several KV blocks, so the prefix cache has a pull
 _PLACEMENT_TRIES = 4  # prompts sent without a session to find one cached off the bound worker
 _PINNED_REQUESTS = 3  # requests under the bound id that must all stay on its worker
+_PULL_TRIES = 6  # requests without a session waiting for the router to follow the cache
+_PULL_WAIT_S = 0.2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,16 +250,26 @@ async def _header_affinity(client: InferenceClient, model: str) -> bool | None:
     bound = await _served_by(client, model, _prompt(), session)
     if bound is None:
         return None  # no worker ids: placement cannot be seen
-    elsewhere: str | None = None
+    elsewhere: tuple[str, str] | None = None
     for _ in range(_PLACEMENT_TRIES):
         prompt = _prompt()
-        if await _served_by(client, model, prompt, None) not in (bound, None):
-            elsewhere = prompt  # now cached on another worker: the cache pulls toward it
+        served = await _served_by(client, model, prompt, None)
+        if served is not None and served != bound:
+            elsewhere = prompt, served  # now cached on another worker
             break
     if elsewhere is None:
         return None  # every request went to one worker: nothing can tell affinity apart
+    prompt, other = elsewhere
+    # The router learns what a worker caches from its KV events, a little later: wait until a
+    # request without a session follows the cached prompt, so the pull is there to resist.
+    for attempt in range(_PULL_TRIES):
+        if await _served_by(client, model, f"{prompt} again {attempt}", None) == other:
+            break
+        await asyncio.sleep(_PULL_WAIT_S)
+    else:
+        return None  # the router does not follow the cache: no pull to measure against
     for i in range(_PINNED_REQUESTS):
-        served = await _served_by(client, model, f"{elsewhere} and {i}", session)
+        served = await _served_by(client, model, f"{prompt} and {i}", session)
         if served != bound:
             return False
     return True
