@@ -86,13 +86,15 @@ async def run_async(
         want_worker_id=target.want_worker_id,
         timeout_s=target.connect_timeout_s,
     )
-    await probe_affinity(
+    detected = await probe_affinity(
         target.url,
         model=target.model,
         affinity=spec.engine_config().affinity,
         api_key=target.api_key_value,
         headers=target.headers,
     )
+    if detected is not None and sink is not None:
+        sink.log("info", f"server-side affinity: {detected.summary}")
     unavailable: dict[str, str] = {}
     if not info.reports_cached_tokens:
         unavailable["prefix_cache_hit_ratio"] = (

@@ -314,17 +314,26 @@ class RunSpec(BaseModel):
     # -- server-side affinity (§4.5)
     affinity: AffinityName = Field(default="none", description="what requests carry")
     scope: Scope = Field(
-        default="conversation", description="dynamo-nvext key: own id or the tree root's id"
+        default="conversation",
+        description="dynamo-nvext / dynamo-headers key: own id, or the tree root's id for the "
+        "whole agent tree (closed only by its tree-final request)",
     )
     affinity_timeout_s: int = Field(default=300, ge=1, le=86_400, description="bind timeout")
     affinity_actions: AffinityActions = Field(
-        default="bind", description="bind (Dynamo >= 1.3) or open (1.2.x)"
+        default="bind",
+        description="dynamo-nvext actions: bind (development builds) or open (Dynamo 1.2.x); "
+        "releases from 1.3 on have no session_control (use dynamo-headers)",
     )
     close_on: CloseOn = Field(
         default="tree-final", description="lineage close discipline; root-final shows the hazard"
     )
     header_name: str = Field(default="X-Session-ID", description="header for affinity=header")
     header_source: HeaderSource = Field(default="own", description="id affinity=header carries")
+    parent_header: bool = Field(
+        default=False,
+        description="dynamo-headers with scope conversation: also send "
+        "X-Dynamo-Parent-Session-ID (Dynamo 1.6 then groups siblings apart from their parent)",
+    )
 
     # -- SLOs for goodput (a request is good when it meets every one set)
     slo_ttft_ms: PositiveSeconds | None = None
@@ -367,6 +376,14 @@ class RunSpec(BaseModel):
             raise ValueError("a live run needs a stop: duration_s, max_requests or max_trees")
         if self.affinity == "header":
             AffinityConfig(kind=AffinityKind.HEADER, header_name=self.header_name)
+        if self.parent_header and (
+            self.affinity != "dynamo-headers" or self.scope != "conversation"
+        ):
+            raise ValueError(
+                "parent_header applies to affinity dynamo-headers with scope conversation: "
+                "under lineage Dynamo 1.6 would key children on their parent's sibling group "
+                "and split the tree"
+            )
         return self
 
     # -- derived engine configs ------------------------------------------------------------
@@ -416,6 +433,7 @@ class RunSpec(BaseModel):
                 close_on=self.close_on,
                 header_name=self.header_name,
                 header_source=self.header_source,
+                parent_header=self.parent_header,
             ),
         )
 

@@ -197,7 +197,8 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         "--scope",
         choices=SCOPES,
         default=_default(_SPEC, "scope"),
-        help="dynamo-nvext key: own session id, or the tree root's id",
+        help="dynamo-nvext / dynamo-headers key: own session id, or the tree root's id "
+        "(lineage: the whole agent tree, closed by its tree-final request)",
     )
     affinity.add_argument(
         "--affinity-timeout",
@@ -210,7 +211,8 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         "--affinity-actions",
         choices=AFFINITY_ACTIONS,
         default=_default(_SPEC, "affinity_actions"),
-        help="bind (Dynamo >= 1.3) or open (Dynamo 1.2.x)",
+        help="dynamo-nvext actions: bind (Dynamo development builds with bind) or open "
+        "(Dynamo 1.2.x); released 1.3 and later have no session_control: use dynamo-headers",
     )
     affinity.add_argument(
         "--close-on",
@@ -228,6 +230,12 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         choices=HEADER_SOURCES,
         default=_default(_SPEC, "header_source"),
         help="which id --affinity header carries",
+    )
+    affinity.add_argument(
+        "--parent-header",
+        action="store_true",
+        help="dynamo-headers, scope conversation: also send X-Dynamo-Parent-Session-ID "
+        "(Dynamo 1.6 then groups siblings on a key of their own, apart from the parent)",
     )
 
 
@@ -333,6 +341,7 @@ def _build_spec(args: argparse.Namespace, target: Target) -> RunSpec:
             "close_on": args.close_on,
             "header_name": args.header_name,
             "header_source": args.header_source,
+            "parent_header": args.parent_header,
             "seed": args.seed,
             "target": target.model_dump(),
         }

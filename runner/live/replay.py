@@ -20,6 +20,7 @@ from typing import Any, Final, cast
 
 from runner.client import ResponseResult, Timeouts
 from runner.live.sender import LocalSender, RequestSender
+from runner.live.served import ServedIndex
 from runner.metrics import RequestRecord, RunMetrics
 from runner.metrics.records import ErrorCategory
 from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
@@ -99,6 +100,7 @@ class _LiveRun:
         self.server_metrics: ViewProvider | None = None
         self.engine = Engine(trees, config.replay, config.engine)
         self.metrics = RunMetrics(slo_ms=config.slo_ms)
+        self.served = ServedIndex()  # the server's worker ids -> record indices
         self.snapshots = SnapshotBuilder(
             self.engine,
             self.metrics,
@@ -187,6 +189,10 @@ class _LiveRun:
         summary = run_summary(engine, self.metrics, elapsed_s=elapsed_s)
         summary["stopped_reason"] = self.stopped_reason
         summary["migrations"] = _matrix(engine.caches.migrations)
+        if self.served.labels:
+            summary["inference_worker_ids"] = {
+                str(index): served for index, served in sorted(self.served.labels.items())
+            }
         if self.sink is not None:
             self._publish(final=True)
         return LiveResult(summary, self.metrics, engine, self.stopped_reason)
@@ -256,7 +262,7 @@ class _LiveRun:
                     f"{threshold} requests in a row failed (last: {category}"
                     f"{': ' + result.error_detail if result and result.error_detail else ''})"
                 )
-        self.engine.complete(dispatch, now, error=category)
+        self.engine.complete(dispatch, now, error=category, served_by=record.inference_worker)
         self.wake.set()
 
     def _record(
@@ -267,8 +273,7 @@ class _LiveRun:
         itl_ms = None
         if len(chunks) > 1:
             itl_ms = 1000.0 * (chunks[-1] - chunks[0]) / (len(chunks) - 1)
-        served = result.served_by
-        inference_worker = int(served) if served is not None and served.isdigit() else None
+        inference_worker = self.served.index(result.served_by)
         return RequestRecord.from_credit(
             dispatch.credit,
             client_worker=dispatch.worker,

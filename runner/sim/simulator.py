@@ -119,9 +119,7 @@ def simulate(
                 if len(pending) >= _RECORD_BATCH:
                     sink.records(pending)
                     pending = []
-            engine.complete(
-                dispatch, now_s, error=record.error, served_by=record.inference_worker
-            )
+            engine.complete(dispatch, now_s, error=record.error, served_by=record.inference_worker)
         if next_snapshot_s is not None and sink is not None and now_s >= next_snapshot_s:
             if pending:
                 sink.records(pending)
