@@ -1,0 +1,73 @@
+"""Placement books (where the server put each tree): splits, children on the root's worker,
+expected vs serving worker, and the state they keep only while a tree lives."""
+
+from __future__ import annotations
+
+from runner.affinity.placement import PlacementBook
+from tests.runner.factories import credit, fork, spawn
+
+
+def test_no_serving_worker_reported_means_unknown_placement_not_perfect():
+    assert PlacementBook().figures() is None
+
+
+def test_a_tree_served_by_one_worker_is_whole_and_its_children_follow_the_root():
+    book = PlacementBook()
+    book.served(credit("r", 0, of=2), 1, key="r")
+    book.served(spawn("c", 0, of=1, parent="r"), 1, key="r")
+    book.served(spawn("g", 0, of=1, parent="c", root="r", depth=2), 1, key="r")  # grandchild
+    book.served(credit("r", 1, of=2), 1, key="r")
+    assert book.figures() == {
+        "trees": 1,
+        "trees_split": 0,
+        "child_requests": 2,
+        "child_requests_on_root_worker": 2,
+        "keyed_requests": 4,
+        "key_misses": 0,
+    }
+
+
+def test_a_child_elsewhere_splits_the_tree_once_and_misses_its_lineage_key():
+    book = PlacementBook()
+    book.served(credit("r", 0, of=3), 0, key="r")
+    book.served(spawn("a", 0, of=1, parent="r"), 1, key="r")
+    book.served(fork("b", 0, of=1, parent="r"), 2, key="r")  # a third worker: still one split
+    figures = book.figures()
+    assert figures is not None
+    assert figures["trees_split"] == 1
+    assert (figures["child_requests"], figures["child_requests_on_root_worker"]) == (2, 0)
+    assert figures["key_misses"] == 2
+
+
+def test_conversation_keys_are_expected_on_their_own_first_worker():
+    book = PlacementBook()
+    book.served(credit("r", 0, of=2), 0, key="r")
+    book.served(spawn("c", 0, of=2, parent="r"), 1, key="c")  # its own key: no miss
+    book.served(spawn("c", 1, of=2, parent="r"), 1, key="c")
+    figures = book.figures()
+    assert figures is not None
+    assert figures["key_misses"] == 0 and figures["trees_split"] == 1
+
+
+def test_children_of_a_rootless_lane_have_no_root_to_follow():
+    book = PlacementBook()
+    book.served(spawn("c", 0, of=2, parent="gone"), 0, key=None)
+    book.served(spawn("d", 0, of=2, parent="gone"), 1, key=None)
+    figures = book.figures()
+    assert figures is not None
+    assert figures["child_requests"] == 0 and figures["trees_split"] == 1
+    assert figures["keyed_requests"] == 0
+
+
+def test_state_is_dropped_when_sessions_and_trees_end():
+    book = PlacementBook()
+    book.served(credit("r", 0, of=2), 0, key="r")
+    book.served(spawn("c", 0, of=1, parent="r"), 0, key="c")
+    assert book.tracked == 3  # the tree, its key and the child's key
+    book.session_ended("c")
+    book.tree_ended("r")
+    assert book.tracked == 0
+    # A later tree reusing nothing starts clean; the counts stay cumulative.
+    book.served(credit("r2", 0, of=1), 1, key="r2")
+    figures = book.figures()
+    assert figures is not None and figures["trees"] == 2
