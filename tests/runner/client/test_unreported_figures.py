@@ -32,7 +32,13 @@ def _run(wire: Wire, *, usage: bool) -> tuple[dict, ListSink]:
                     "concurrency": 2,
                     "max_requests": 6,
                     "speedup": 1000.0,
-                    "target": {"kind": "endpoint", "url": server.url, "model": "m"},
+                    # Scraping off: this server answers every path with a stream.
+                    "target": {
+                        "kind": "endpoint",
+                        "url": server.url,
+                        "model": "m",
+                        "metrics_url": "off",
+                    },
                 }
             )
             sink = ListSink()
