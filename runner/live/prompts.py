@@ -2,19 +2,25 @@
 
 Prompt text comes from the trace (literal messages, or text synthesized from hash ids); with
 `isolate_trees` every prompt of a tree instance starts with that instance's marker, whichever
-the source, so live lanes never share cache where the simulator keeps them apart. Affinity is
-merged copy-on-write into the trace's own body keys. Pure: builds request objects, never sends
-them, and keeps no per-tree state (the marker is a digest of the instance's root id).
+the source, so live lanes never share cache where the simulator keeps them apart. The marker
+is a digest of the instance's root id and a salt drawn once per builder (per run): root ids
+repeat from run to run, and without the salt a re-run, or the second run of an A/B pair, would
+find the first run's prompts still in the server's prefix cache. For the same reason the
+session ids affinity puts on the wire carry the salt too (a server keeps bindings for minutes).
+Affinity is merged copy-on-write into the trace's own body keys. Pure: builds request objects,
+never sends them, and keeps no per-tree state.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runner.affinity.emitters import merge_nvext
+from runner.affinity.emitters import AffinityDecision, merge_nvext
 from runner.client import ChatRequest
+from runner.dynamo import SESSION_FINAL_HEADER
 from runner.replay.engine import Dispatch
 from runner.trace import Trace, instance_marker, render_messages, synthesize_prompt
 
@@ -30,8 +36,11 @@ class RequestBuilder:
         isolate_trees: bool = True,
         want_worker_id: bool = True,
         ignore_eos: bool = True,
+        marker_salt: str | None = None,
     ) -> None:
         self.model = model
+        # None: a fresh salt, so this run's trees are new users to the server (see above).
+        self._salt = (uuid.uuid4().hex[:12] if marker_salt is None else marker_salt) + "/"
         self.isolate_trees = isolate_trees
         self.want_worker_id = want_worker_id
         self.ignore_eos = ignore_eos
@@ -47,7 +56,7 @@ class RequestBuilder:
         turn = credit.turn
         tree = credit.tree
         assert turn is not None and tree is not None, "live credits carry their trace turn"
-        marker = instance_marker(credit.root_id) if self.isolate_trees else None
+        marker = instance_marker(self._salt + credit.root_id) if self.isolate_trees else None
         if turn.messages is not None:
             messages = render_messages(tree, credit.template_id, credit.turn_index)
             if marker is not None:
@@ -62,7 +71,8 @@ class RequestBuilder:
                 marker=marker,
             )
             messages = [{"role": "user", "content": text}]
-        extra = merge_nvext(turn.extra_body, dispatch.affinity)
+        affinity = _salted(dispatch.affinity, self._salt)
+        extra = merge_nvext(turn.extra_body, affinity)
         request = ChatRequest(
             model=self.model,  # the endpoint's model, not the one the trace recorded
             messages=messages,
@@ -71,7 +81,23 @@ class RequestBuilder:
             want_worker_id=self.want_worker_id,
             extra_body=extra or None,
         )
-        return request, dict(dispatch.affinity.headers)
+        return request, dict(affinity.headers)
+
+
+def _salted(decision: AffinityDecision, salt: str) -> AffinityDecision:
+    """The decision with this run's ids on the wire: session ids repeat from run to run, and a
+    server keeps affinity bindings for minutes (Dynamo's TTL), so a re-run would otherwise find
+    its sessions pinned where the previous run left them. Inside the engine keys stay bare."""
+    if decision.key is None:
+        return decision
+    control = decision.session_control
+    if control is not None:
+        control = {**control, "session_id": salt + str(control["session_id"])}
+    headers = tuple(
+        (name, value if name == SESSION_FINAL_HEADER else salt + value)
+        for name, value in decision.headers
+    )
+    return AffinityDecision(decision.key, decision.action, control, headers)
 
 
 _WORD = re.compile(r"\S+")

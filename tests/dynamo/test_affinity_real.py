@@ -149,20 +149,28 @@ def test_header_affinity_off_stops_a_header_run_with_the_flag_to_set(tmp_path: P
         off.stop()
 
 
-def test_the_mock_places_lineage_trees_as_the_real_dynamo_does(
+def test_the_mock_places_trees_as_the_real_dynamo_does(
     real_dynamo: DynamoCluster, mock_16: str
 ) -> None:
-    """Same workload, seed, lanes and mode: under lineage both keep all 8 trees whole with every
-    child request on its root's worker. (Under conversation the real KV router splits trees
-    that our mock's router, which sees stored blocks at once rather than through KV events,
-    keeps together: the agreement stated for the model is lineage's.)"""
-    real_sink, mock_sink = ListSink(), ListSink()
-    knobs = {"affinity": "dynamo-headers", "scope": "lineage"}
-    real = replay(real_dynamo.base_url, real_dynamo.model, real_sink, **knobs)
-    mock = replay(mock_16, "mock-model", mock_sink, **knobs)
-    assert split_trees(real_sink.record_list) == split_trees(mock_sink.record_list) == set()
-    for result in (real, mock):
-        placed = result.summary["placement"]
-        assert placed is not None and placed["trees"] == 8
-        assert placed["child_requests"] > 0
-        assert placed["child_requests_on_root_worker"] == placed["child_requests"]
+    """Same workload, seed, lanes and mode on both (each run is new to the server: prompts and
+    session ids carry a per-run salt). Lineage: all 8 trees whole and every child request on
+    its root's worker, on both. Conversation: both split trees and put children elsewhere."""
+    for scope in ("lineage", "conversation"):
+        real_sink, mock_sink = ListSink(), ListSink()
+        knobs = {"affinity": "dynamo-headers", "scope": scope}
+        real = replay(real_dynamo.base_url, real_dynamo.model, real_sink, **knobs)
+        mock = replay(mock_16, "mock-model", mock_sink, **knobs)
+        real_split = split_trees(real_sink.record_list)
+        mock_split = split_trees(mock_sink.record_list)
+        placements = [result.summary["placement"] for result in (real, mock)]
+        assert all(
+            p is not None and p["trees"] == 8 and p["child_requests"] > 0 for p in placements
+        )
+        if scope == "lineage":
+            assert real_split == mock_split == set()
+            assert all(
+                p["child_requests_on_root_worker"] == p["child_requests"] for p in placements
+            )
+        else:
+            assert real_split and mock_split
+            assert all(p["child_requests_on_root_worker"] < p["child_requests"] for p in placements)

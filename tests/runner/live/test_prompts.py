@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.affinity.emitters import AffinityDecision
+from runner.affinity.emitters import Action, AffinityDecision
 from runner.credit import Credit
 from runner.live.prompts import RequestBuilder
 from runner.replay.engine import Dispatch
@@ -99,3 +99,44 @@ def test_the_marker_goes_into_the_first_text_part_and_the_trace_is_left_untouche
     sent = messages(builder(agent), agent, 1)
     assert sent[0]["content"][1]["text"].startswith("[rid:")
     assert parts[1]["text"] == "look"  # the trace's own message is never mutated
+
+
+def test_a_second_run_of_the_same_trees_shares_no_prefix_with_the_first():
+    """Root ids repeat from run to run: the per-run salt keeps a re-run (or the second run of
+    an A/B pair) from finding the first run's prompts in the server's prefix cache."""
+    agent = literal_tree()
+    first_run, second_run = builder(agent), builder(agent)
+    assert words(messages(first_run, agent, 1))[0] != words(messages(second_run, agent, 1))[0]
+    # Within one run an instance keeps its marker: its FORK child shares the parent's prefix.
+    assert words(messages(first_run, agent, 1))[0] == words(messages(first_run, agent, 1, "f"))[0]
+
+
+def test_affinity_ids_on_the_wire_carry_the_runs_salt_and_the_final_flag_stays():
+    agent = literal_tree()
+    b = RequestBuilder(
+        [Trace(format=TraceFormat.DAG_JSONL, source="inline", trees=(agent,))],
+        model="m",
+        marker_salt="run7",
+    )
+    credit = Credit(
+        id=1,
+        session_id="t1:root",
+        root_id="t1:root",
+        turn_index=0,
+        num_turns=1,
+        template_id="root",
+        turn=agent.sessions["root"].turns[0],
+        tree=agent,
+    )
+    decision = AffinityDecision(
+        "t1:root",
+        Action.CLOSE,
+        {"session_id": "t1:root", "action": "close"},
+        (("X-Dynamo-Session-ID", "t1:root"), ("X-Dynamo-Session-Final", "true")),
+    )
+    request, headers = b.build(Dispatch(credit, 0, decision))
+    assert headers == {"X-Dynamo-Session-ID": "run7/t1:root", "X-Dynamo-Session-Final": "true"}
+    assert request.body()["nvext"]["session_control"] == {
+        "session_id": "run7/t1:root",
+        "action": "close",
+    }
