@@ -73,7 +73,7 @@ class TraceError(BadInput):
 
 
 class ErrorCategory(enum.StrEnum):
-    """Why a request failed (PRODUCT.md §4.6, plus §4.4's worker_lost): the one
+    """Why a request failed (docs/product.md §4.6, plus §4.4's worker_lost): the one
     classification the client, the records, the metrics and the service share. A StrEnum:
     it compares equal to, and serializes as, its value."""
 

@@ -43,7 +43,7 @@ __all__ = [
 RunStatus = Literal["succeeded", "failed", "cancelled"]
 RecordDict = RequestRecordJson
 
-# The summary's stable keys (PRODUCT.md §6), in the order a report shows them: counts first,
+# The summary's stable keys (docs/product.md §6), in the order a report shows them: counts first,
 # then the latency percentiles.
 SUMMARY_KEYS: Final = (
     "requests",
@@ -151,7 +151,7 @@ class Snapshot(TypedDict):
 
 
 class Summary(TypedDict, total=False):
-    """The final figures; PRODUCT.md §6 keys at top level (both clocks), more beside them."""
+    """The final figures; docs/product.md §6 keys at top level (both clocks), more beside them."""
 
     requests: int
     sessions: int

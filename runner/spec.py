@@ -264,7 +264,7 @@ class RunSpec(BaseModel):
 
     workload: Workload = Field(default_factory=Workload)
 
-    # -- timing (PRODUCT.md §4.2)
+    # -- timing (docs/product.md §4.2)
     timing: Timing = Field(
         default="lanes",
         description="lanes: N lanes each replaying one tree; rate: trees arrive at rate_per_s; "

@@ -19,7 +19,7 @@ class ServerKind(models.TextChoices):
     SGLANG = "sglang", "SGLang"
 
 
-# Which affinity emitters make sense per server kind (PRODUCT.md §4.5): only Dynamo reads
+# Which affinity emitters make sense per server kind (docs/product.md §4.5): only Dynamo reads
 # nvext.session_control and the X-Dynamo-* headers; every server can key on a plain header
 # (vLLM production-stack session key, SGLang X-SMG-Routing-Key, X-Session-ID).
 AFFINITY_BY_KIND: dict[str, tuple[str, ...]] = {
@@ -29,7 +29,7 @@ AFFINITY_BY_KIND: dict[str, tuple[str, ...]] = {
     ServerKind.SGLANG: ("none", "header"),
 }
 
-# Dynamo's affinity generations (PRODUCT.md §4.5) in plain words, by `check_affinity`'s names.
+# Dynamo's affinity generations (docs/product.md §4.5) in plain words, by `check_affinity`'s names.
 GENERATION_LABELS: dict[str, str] = {
     "bind": "Dynamo development build (session_control bind)",
     "open": "Dynamo 1.2.x (session_control open/close)",

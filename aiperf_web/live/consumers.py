@@ -4,7 +4,7 @@ Thin interfaces over live.selectors and runs.selectors. Both refuse anonymous us
 4401) and, for a run, anyone outside its team (close 4404, the same as an unknown id); the
 origin is checked by AllowedHostsOriginValidator in asgi.py.
 
-Messages to the browser (PRODUCT.md §5), all JSON with `type` and `run_id`:
+Messages to the browser (docs/product.md §5), all JSON with `type` and `run_id`:
   history  {samples: [...slim], latest, last_seq, status, reason, log}   once, on connect
   snapshot {seq, t_s, data, leak}                                         each stored snapshot
   status   {status, reason}                                               when it changes

@@ -9,7 +9,7 @@ from aiperf_web.core.forms import spec_fields
 from aiperf_web.endpoints.models import ServerKind
 from aiperf_web.runs.models import Status
 
-# The knobs the launch page shows (PRODUCT.md §5); any other goes in "more overrides".
+# The knobs the launch page shows (docs/product.md §5); any other goes in "more overrides".
 LAUNCH_KNOBS = (
     "policy",
     "affinity",

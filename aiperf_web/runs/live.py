@@ -1,5 +1,5 @@
 """The producer side of the live channel: each stored snapshot goes to the run's group on the
-channel layer as `{"type": "run.snapshot", "run_id", "seq", "t_s", "data"}` (PRODUCT.md §5).
+channel layer as `{"type": "run.snapshot", "run_id", "seq", "t_s", "data"}` (docs/product.md §5).
 The live dashboard's consumers subscribe to `run_group(run_id)`; a late joiner reads the
 stored samples first (same seq numbers), so a lost message costs only freshness."""
 

@@ -1,7 +1,7 @@
 """Server-side session affinity: what each request carries so the inference router keeps a
 session (or a whole agent tree) on one worker.
 
-Owns the exact wire shapes of PRODUCT.md §4.5 for the three Dynamo generations — the bind-era
+Owns the exact wire shapes of docs/product.md §4.5 for the three Dynamo generations — the bind-era
 `nvext.session_control` bind/close (development builds), 1.2.x `open`/`close`, and the
 `X-Dynamo-Session-*` headers of the releases from 1.3 on — plus plain affinity headers, and the
 memory the `open` contract needs. `scope` means the same everywhere: `conversation` keys a

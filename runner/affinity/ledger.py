@@ -1,7 +1,7 @@
 """Books of the affinity keys a run binds and closes, and of early closes.
 
 An early close is a close after which the tree still issues a request under that key: a session
-bound under it still had requests to send when it was closed (PRODUCT.md §4.7), or a session
+bound under it still had requests to send when it was closed (docs/product.md §4.7), or a session
 that had not sent yet (a child spawned and waiting on its delay) sends under it later. Under
 lineage it must never happen. Pure bookkeeping fed with each request's decision; it does not
 decide anything.

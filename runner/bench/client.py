@@ -44,7 +44,7 @@ class ClientBenchResult:
         return self.cpu_user_s + self.cpu_sys_s
 
     def to_json(self) -> dict[str, Any]:
-        """The keys `bench client --json` prints (PRODUCT.md §6), plus detail."""
+        """The keys `bench client --json` prints (docs/product.md §6), plus detail."""
         return {
             "req_per_s": round(self.req_per_s, 1),
             "ttft_ms": {"p50": _round(self.ttft_ms_p50), "p99": _round(self.ttft_ms_p99)},

@@ -1,6 +1,6 @@
 """Command-line front end: one module per subcommand, each with `add_parser` and `run`.
 
-Exit codes (PRODUCT.md §6): 0 success, 2 bad usage or bad input (one line on stderr, no
+Exit codes (docs/product.md §6): 0 success, 2 bad usage or bad input (one line on stderr, no
 traceback), 1 anything else.
 """
 

@@ -1,6 +1,6 @@
 """The simulated inference cluster: a Dynamo-like frontend (router + session affinity) over engines.
 
-Owns where each request goes (PRODUCT.md §4.8): session_control and header bindings first,
+Owns where each request goes (docs/product.md §4.8): session_control and header bindings first,
 then the router mode, then the analytic timing of the chosen engine. Which affinity contract
 applies is the configured Dynamo generation's (config.DynamoVersion). It does no I/O, starts
 no tasks and reads no clock: every call takes the caller's `now_s` (virtual time in the

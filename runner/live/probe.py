@@ -1,6 +1,6 @@
 """What affinity an endpoint really speaks, found from its own answers before a run starts.
 
-Dynamo's affinity contract changed between generations (PRODUCT.md §4.5): 1.2.x takes
+Dynamo's affinity contract changed between generations (docs/product.md §4.5): 1.2.x takes
 `nvext.session_control` with `open`/`close`; development builds also took `bind`; releases from
 1.3 on have no `session_control` (HTTP 400 "unknown field") and pin sessions by the
 `X-Dynamo-Session-ID` header, but only when the frontend runs with

@@ -1,6 +1,6 @@
 """The built-in mock inference server: an OpenAI-compatible HTTP face on the simulated cluster.
 
-Owns the HTTP side of PRODUCT.md §4.9 (routes, SSE, faults, stats, serving); all routing,
+Owns the HTTP side of docs/product.md §4.9 (routes, SSE, faults, stats, serving); all routing,
 caching and timing decisions are `runner.cluster`'s. It never imports the replay engine or
 the client: they talk to it over HTTP like to any endpoint.
 

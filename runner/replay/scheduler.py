@@ -1,6 +1,6 @@
 """Replay scheduling: when each agent tree starts and when each of its turns is due.
 
-Owns the timing modes of PRODUCT.md §4.2 (lanes, rate, schedule, closed), tree instances,
+Owns the timing modes of docs/product.md §4.2 (lanes, rate, schedule, closed), tree instances,
 per-session progress, strict-join gates, the replay start instant t*, stop conditions, and the
 issue-time finality stamps. A clock-free core: the driver (virtual-time simulator or wall-clock
 live replay) asks when the next credit is due, pops due credits, and reports returns. It never
@@ -504,7 +504,7 @@ class ReplayScheduler:
         num_turns = len(template.turns)
         is_final = turn_index == num_turns - 1
         is_root = live.parent_id is None
-        # Issue-time finality (PRODUCT.md §4.2): only a final turn that declares no branches
+        # Issue-time finality (docs/product.md §4.2): only a final turn that declares no branches
         # can be last; a root's iff no descendant is outstanding; a descendant's iff the root
         # has finished and it is the only outstanding descendant.
         if not is_final or turn.branches:

@@ -1,4 +1,4 @@
-"""The run summary both drivers print: the keys of PRODUCT.md §6, in one place.
+"""The run summary both drivers print: the keys of docs/product.md §6, in one place.
 
 Tree accounting: at the end of a run `trees_started = trees_completed + trees_cut`; a tree
 with nothing left after t* is `trees_skipped` and never started. `arrival_wait_ms` is null

@@ -1,7 +1,7 @@
 """Client-side sticky router: which client worker (and so which session cache) sends a credit.
 
 Owns the sticky entries (`key -> worker`, refcounted, with aliases for FORK descendants) and
-per-worker load with the least-loaded tie-breaks of PRODUCT.md §4.4. A pure state machine fed
+per-worker load with the least-loaded tie-breaks of docs/product.md §4.4. A pure state machine fed
 with credits and lifecycle calls; it never sends anything, never sleeps and never reads a clock
 (recency is a logical send counter, so replays are deterministic).
 """

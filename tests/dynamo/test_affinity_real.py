@@ -1,5 +1,5 @@
 """The engine against a real Dynamo 1.6.1 (KV router, 2 CPU mocker workers, header affinity
-TTL 300 s), and our mock's model of it on the same workload (PRODUCT.md §4.5, §4.8).
+TTL 300 s), and our mock's model of it on the same workload (docs/product.md §4.5, §4.8).
 
 Agent trees with SPAWN children replayed at 8 lanes: lineage (`X-Dynamo-Session-ID` = the root's
 id on every request of a tree) keeps every tree on one worker and every child request on its

@@ -19,7 +19,7 @@ from aiperf_web.endpoints.services import endpoint_create
 from aiperf_web.runs.models import Run, RunRecord, RunSample
 from tests.web.conftest import World
 
-# The summary keys of PRODUCT.md §6 (tests/runner/cli restates the contract itself).
+# The summary keys of docs/product.md §6 (tests/runner/cli restates the contract itself).
 SUMMARY_KEYS = {*runner.SUMMARY_KEYS, *runner.LATENCY_KEYS}
 FINAL = {"succeeded", "failed", "cancelled"}
 

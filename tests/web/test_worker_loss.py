@@ -1,4 +1,4 @@
-"""A Celery worker killed mid-run (PRODUCT.md §8): the run is marked failed with the reason
+"""A Celery worker killed mid-run (docs/product.md §8): the run is marked failed with the reason
 within a minute, and the samples stored up to the worker's last flush are kept.
 
 Production configuration only (PostgreSQL + Redis): the test starts a `celery -A aiperf_web

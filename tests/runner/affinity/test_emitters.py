@@ -1,4 +1,4 @@
-"""Wire shapes of server-side affinity (PRODUCT.md §4.5) and the early-close books."""
+"""Wire shapes of server-side affinity (docs/product.md §4.5) and the early-close books."""
 
 from __future__ import annotations
 

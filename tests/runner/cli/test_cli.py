@@ -1,4 +1,4 @@
-"""The command line's stable surface (PRODUCT.md §6): subcommands, summary keys, exit codes."""
+"""The command line's stable surface (docs/product.md §6): subcommands, summary keys, exit codes."""
 
 from __future__ import annotations
 

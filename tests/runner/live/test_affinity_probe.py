@@ -1,4 +1,4 @@
-"""The affinity preflight (PRODUCT.md §4.5) against the mock over real sockets: the generation
+"""The affinity preflight (docs/product.md §4.5) against the mock over real sockets: the generation
 each Dynamo dialect gives away, whether header affinity is on, and the advice a run gets when
 its mode would fail or do nothing."""
 

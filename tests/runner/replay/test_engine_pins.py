@@ -1,5 +1,5 @@
 """FORK parents' pinned copies are released exactly when their own FORK children settle,
-also for trees replayed from t* with or without priming (PRODUCT.md §4.3)."""
+also for trees replayed from t* with or without priming (docs/product.md §4.3)."""
 
 from __future__ import annotations
 

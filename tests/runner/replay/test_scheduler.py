@@ -1,4 +1,4 @@
-"""Replay scheduling and issue-time finality (PRODUCT.md §4.2)."""
+"""Replay scheduling and issue-time finality (docs/product.md §4.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Stops end a run on time, and every started tree ends as completed or cut (PRODUCT.md §4.2)."""
+"""Stops end a run on time, and every started tree ends as completed or cut
+(docs/product.md §4.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Timing modes of the replay scheduler (PRODUCT.md §4.2): lanes, rate, schedule, closed."""
+"""Timing modes of the replay scheduler (docs/product.md §4.2): lanes, rate, schedule, closed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sticky router's rules (PRODUCT.md §4.4), one behaviour per test."""
+"""The sticky router's rules (docs/product.md §4.4), one behaviour per test."""
 
 from __future__ import annotations
 

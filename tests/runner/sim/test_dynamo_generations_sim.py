@@ -16,7 +16,7 @@ from runner.sim.simulator import SimConfig, simulate
 from runner.trace import SyntheticConfig, generate_synthetic
 from runner.trace.model import Tree
 
-# Each generation with the affinity that works on it (PRODUCT.md §4.5):
+# Each generation with the affinity that works on it (docs/product.md §4.5):
 #   bind  --affinity dynamo-nvext --affinity-actions bind
 #   1.2   --affinity dynamo-nvext --affinity-actions open
 #   1.6   --affinity dynamo-headers, the frontend with a header TTL

@@ -1,6 +1,6 @@
 """Hostile trace files, generated: every loader answers with statistics or one clean line.
 
-The contract (PRODUCT.md §6, §8): `python -m runner inspect FILE --json` exits 0 with one
+The contract (docs/product.md §6, §8): `python -m runner inspect FILE --json` exits 0 with one
 strict JSON object, or exits 2 with exactly one line on stderr that names the file; never a
 traceback, never exit 1. Each class of attack from issue 9 gets a property: nesting, deep
 trees, magnitudes, NaN/Infinity, lone surrogates, long fields, fan-out, special files.

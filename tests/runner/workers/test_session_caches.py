@@ -1,4 +1,4 @@
-"""Client workers' session caches: copies, orphans, switches, rebuilds (PRODUCT.md §4.3)."""
+"""Client workers' session caches: copies, orphans, switches, rebuilds (docs/product.md §4.3)."""
 
 from __future__ import annotations
 
