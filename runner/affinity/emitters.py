@@ -52,7 +52,7 @@ class Action(enum.Enum):
 class AffinityConfig:
     kind: AffinityKind = AffinityKind.NONE
     scope: Scope = "conversation"
-    timeout_s: int = 300  # Dynamo's SessionControl default (server-side.md §1.2)
+    timeout_s: int = 300  # Dynamo's SessionControl default (serde default, nvext.rs)
     # "bind" for Dynamo >= 1.3; "open" for 1.2.x, which rejects bind with HTTP 400.
     actions: Literal["bind", "open"] = "bind"
     # Lineage close discipline: "tree-final" (ours, never early) or "root-final" (the first

@@ -1,6 +1,6 @@
 """Dynamo's server-side session affinity: `nvext.session_control` parsing and binding stores.
 
-Owns the request-body rules of server-side.md §1.2 (the serde-style HTTP 400 texts, the
+Owns the request-body rules of Dynamo's nvext.rs (the serde-style HTTP 400 texts, the
 action sets of 1.2 and of the bind-era builds, 1.3-1.6's refusal of the whole field, the 300 s
 default timeout) and a key → engine store with idle TTLs, lazy expiry at access and a periodic
 sweep. It does not route: the cluster decides when to peek, bind, refresh or unbind.
@@ -86,8 +86,9 @@ class SessionControl(NamedTuple):  # immutable; cheaper to build than a frozen d
 def parse_session_control(raw: object, *, version: DynamoVersion) -> SessionControl:
     """Validate `nvext.session_control` as sent, the way the chosen Dynamo version does.
 
-    Raises SessionControlError carrying the 400 text. The 1.2 `bind` rejection is verbatim
-    from server-side.md §1.2; the other texts follow serde's wording. Generation "1.6" refuses
+    Raises SessionControlError carrying the 400 text. The 1.2 `bind` rejection is 1.2.x's
+    verbatim (as aiperf's DynamoSessionControlDetector tests quote it); the other texts
+    follow serde's wording (1.6.1's: docs/dynamo-observed.md §a). Generation "1.6" refuses
     the field whatever it holds.
     """
     if version == "1.6":

@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 RouterMode = Literal["round-robin", "random", "least-loaded", "kv", "kv-approx"]
-# The Dynamo generation the frontend behaves as (server-side.md §1.2, §1.3 and its correction):
+# The Dynamo generation the frontend behaves as (docs/engine.md, docs/dynamo-observed.md):
 #   "1.2"   released 1.2.x: nvext.session_control open/close; no header affinity
 #   "bind"  development builds with open/bind/close (the seeds' contract, in no release);
 #           X-Dynamo-Session-ID affinity too when header_affinity_ttl_s is set
@@ -61,7 +61,7 @@ _MAX_INT_KNOB = 1 << 40
 class ClusterConfig:
     """How the simulated inference cluster is built and how fast it is.
 
-    Defaults follow Dynamo's mocker (server-side.md §1.7): 64-token blocks, 16384 KV blocks
+    Defaults follow Dynamo's mocker (ai-dynamo/dynamo lib/mocker): 64-token blocks, 16384 KV blocks
     and 256 sequences per engine, and its default polynomial timing. An engine is one
     (worker, dp rank); each has its own prefix cache, batch slots and prefill queue.
     """
@@ -71,9 +71,9 @@ class ClusterConfig:
     block_size_tokens: int = 64  # mocker --block-size (vLLM mode)
     capacity_blocks: int = 16384  # mocker --num-gpu-blocks-override, per engine
     max_num_seqs: int = 256  # mocker --max-num-seqs: running requests per engine
-    # Dynamo's frontend default is round-robin (server-side.md §1.5).
+    # Dynamo's frontend default is round-robin (its --router-mode).
     router: RouterMode = "round-robin"
-    # ApproxKvIndexer: predicted blocks expire after --router-ttl-secs, default 120 s (§1.5).
+    # ApproxKvIndexer: predicted blocks expire after --router-ttl-secs, default 120 s.
     kv_approx_ttl_s: float = 120.0
     # prefill_ms(T) = a·T² + b·T + c, T = uncached prompt tokens (mocker default, §1.7).
     prefill_ms_per_token_sq: float = 4.21e-7

@@ -136,7 +136,7 @@ class Engine:
         admit_s = max(now_s, slots[0]) if full else now_s
 
         # vLLM recomputes the last prompt token to get logits, so a hit never covers the
-        # whole prompt: at most the full blocks before the last token (server-side.md §5.1).
+        # whole prompt: at most the full blocks before the last token.
         limit = min(len(block_keys), (prompt_tokens - 1) // block_size) if prompt_tokens else 0
         hit_blocks = (
             self.cache.match(block_keys, limit, scope=scope, ready_by_s=admit_s) if limit > 0 else 0

@@ -1,8 +1,9 @@
 """Chained block identities for the simulated prefix cache.
 
 Owns `chain_block_keys`: block i's key names block i *and every block before it*, like the
-engines' chained block hashes (server-side.md §1.5, §5.1). It must stay deterministic across
-processes and fast (it runs once per prompt block); it knows nothing of workers or caches.
+engines' chained block hashes (Dynamo's KV events, vLLM's prefix cache). It must stay
+deterministic across processes and fast (it runs once per prompt block); it knows nothing of
+workers or caches.
 """
 
 from __future__ import annotations

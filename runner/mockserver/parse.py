@@ -54,7 +54,7 @@ class DynamoError(ApiError):
         return json.dumps(error, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-# OpenAI's error `type` by status when the raiser names none (server-side.md §2).
+# OpenAI's error `type` by status when the raiser names none (the API's error object).
 _DEFAULT_TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",

@@ -1,11 +1,11 @@
 """The bytes of the mock's answers: SSE chunks, non-streaming bodies, usage, `nvext`.
 
-Owns the OpenAI wire shapes (server-side.md §2) and Dynamo's response `nvext.worker_id`
-(§1.6; where it goes is real 1.6.1's, docs/dynamo-observed.md §b: after `usage` in a whole
-body, on every streamed chunk that has `choices`, never on the usage chunk). Chunks are
-spliced from per-request byte templates instead of json.dumps per chunk: a 64-token stream is
-~70 chunks, and dumping each was the largest cost of an answer. Pure: it never sends, sleeps
-or decides when; `app.py` does.
+Owns the OpenAI wire shapes (chat-completion bodies, SSE chunks, the usage chunk) and Dynamo's
+response `nvext.worker_id` (where it goes is real 1.6.1's, docs/dynamo-observed.md §b: after
+`usage` in a whole body, on every streamed chunk that has `choices`, never on the usage chunk).
+Chunks are spliced from per-request byte templates instead of json.dumps per chunk: a 64-token
+stream is ~70 chunks, and dumping each was the largest cost of an answer. Pure: it never sends,
+sleeps or decides when; `app.py` does.
 
 The generated text is words from a fixed list, one word per token under the token contract
 (`runner.trace.tokens`): the first token is "word", every later one " word", so any

@@ -1,4 +1,4 @@
-"""X-Dynamo-Session-ID affinity (server-side.md §1.3): the header generation of released
+"""X-Dynamo-Session-ID affinity (docs/dynamo-observed.md §c): the header generation of released
 Dynamo 1.3 to 1.6.x ("1.6"), and the same rules where the bind-era builds honour headers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Dynamo's `nvext.session_control` affinity (server-side.md §1.2, docs/product.md §4.8)."""
+"""Dynamo's `nvext.session_control` affinity (docs/engine.md, docs/product.md §4.8)."""
 
 from __future__ import annotations
 
