@@ -1,4 +1,5 @@
-"""Shared fixtures: the public sample traces beside the project (../shared/traces)."""
+"""Shared fixtures: the project's Claude Code session fixture, and the public session with
+subagents (../shared/traces) that the seed tables of docs/product.md come from."""
 
 from __future__ import annotations
 
@@ -6,12 +7,21 @@ from pathlib import Path
 
 import pytest
 
-SHARED_TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces"
+from tests.fixtures import CLAUDE_CODE_SUBAGENTS, shared_sample
+
+CLAUDE_CODE_SAMPLE = "weka_claude_code/trace_0282.json"
 
 
 @pytest.fixture(scope="session")
 def claude_code_trace() -> Path:
-    path = SHARED_TRACES / "weka_claude_code" / "trace_0282.json"
-    if not path.exists():
-        pytest.skip(f"sample trace not found at {path} (the shared/ folder beside the project)")
-    return path
+    """A Claude Code session with three SPAWN subagents (tests/fixtures/README.md)."""
+    return CLAUDE_CODE_SUBAGENTS
+
+
+@pytest.fixture(scope="session", params=["fixture", "sample"])
+def seed_trace(request: pytest.FixtureRequest) -> Path:
+    """The fixture, then the public session the seed tables were measured on (which skips
+    when the shared/ folder is not beside the checkout): the same behaviour on both."""
+    if request.param == "sample":
+        return shared_sample(CLAUDE_CODE_SAMPLE)
+    return CLAUDE_CODE_SUBAGENTS

@@ -270,10 +270,10 @@ def test_every_public_name_exists_and_neither_face_nor_cli_imports_a_server_stac
 # ------------------------------------------------------------------------ the drain check
 
 
-def _seed_run(policy: str, claude_code_trace: Path) -> dict:
+def _seed_run(policy: str, trace: Path) -> dict:
     spec = parse_spec(
         {
-            "workload": {"traces": [str(claude_code_trace)]},
+            "workload": {"traces": [str(trace)]},
             "concurrency": 256,
             "duration_s": 3600,
             "start_window": [0, 1],
@@ -284,9 +284,9 @@ def _seed_run(policy: str, claude_code_trace: Path) -> dict:
     return dict(run(spec).summary)
 
 
-def test_the_drain_check_flags_legacy_leaks_and_passes_spawn_pin(claude_code_trace: Path):
-    legacy = _seed_run("legacy", claude_code_trace)["drain"]
-    pinned = _seed_run("spawn-pin", claude_code_trace)["drain"]
+def test_the_drain_check_flags_legacy_leaks_and_passes_spawn_pin(seed_trace: Path):
+    legacy = _seed_run("legacy", seed_trace)["drain"]
+    pinned = _seed_run("spawn-pin", seed_trace)["drain"]
     assert legacy["verdict"] == "leaked" and legacy["orphaned_copies"] > 0
     assert sum(legacy["orphaned_copies_by_worker"]) == legacy["orphaned_copies"]
     assert "orphaned session copies left (worker" in legacy["message"]

@@ -23,6 +23,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.fixtures import DAG_SPAWN
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -138,7 +140,7 @@ class World:
         from aiperf_web.endpoints.services import endpoint_create
         from aiperf_web.runs.models import Run, RunSample, Status
         from aiperf_web.runs.sink import records_insert
-        from aiperf_web.scenarios.services import scenario_create, trace_import_sample
+        from aiperf_web.scenarios.services import scenario_create, trace_upload
         from aiperf_web.teams.models import Membership, Role
         from aiperf_web.teams.services import api_token_create, team_create
 
@@ -150,8 +152,13 @@ class World:
         Membership.objects.create(team=self.team, user=self.teammate, role=Role.MEMBER)
         Membership.objects.create(team=self.team, user=self.viewer, role=Role.VIEWER)
         self.other_team = team_create(name="beta", owner=self.outsider)
-        self.trace = trace_import_sample(
-            actor=self.owner, team=self.team, key="dag-spawn-minimal", name="alpha-trace"
+        # The project's own fixture, not a built-in sample: the public samples may be absent.
+        self.trace = trace_upload(
+            actor=self.owner,
+            team=self.team,
+            filename=DAG_SPAWN.name,
+            chunks=[DAG_SPAWN.read_bytes()],
+            name="alpha-trace",
         )
         self.scenario = scenario_create(
             actor=self.owner,
@@ -216,6 +223,17 @@ class World:
         if persona == "anonymous":
             return Client()
         return Client(HTTP_AUTHORIZATION=f"Bearer {self.tokens[persona]}")
+
+
+def samples_dir_with(folder: Path, *, key: str, source: Path) -> Path:
+    """`folder` as an AIPERF_SAMPLES_DIR where built-in sample `key` is installed, its file a
+    copy of the project fixture `source`: sample import works without the public traces."""
+    from aiperf_web.scenarios.samples import SAMPLES
+
+    path = folder / SAMPLES[key].relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(source.read_bytes())
+    return folder
 
 
 @pytest.fixture

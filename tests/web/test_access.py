@@ -3,11 +3,13 @@ it should. Owner and teammate are in team alpha (admin, member), the outsider on
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.web.conftest import World
+from tests.fixtures import DAG_SPAWN
+from tests.web.conftest import World, samples_dir_with
 
 PERSONAS = ("owner", "teammate", "outsider", "anonymous")
 
@@ -275,7 +277,9 @@ def test_every_page_action_answers_each_persona_as_it_should(world: World) -> No
     )
 
 
-def test_api_creates_are_refused_to_viewers_and_outsiders(world: World) -> None:
+def test_api_creates_are_refused_to_viewers_and_outsiders(
+    world: World, settings: Any, tmp_path: Path
+) -> None:
     bodies = {
         "/api/v1/scenarios": {"name": "n", "team": str(world.team.uuid)},
         "/api/v1/endpoints": {
@@ -314,5 +318,6 @@ def test_api_creates_are_refused_to_viewers_and_outsiders(world: World) -> None:
             world.api("teammate").patch(url, patch, content_type="application/json").status_code
             == 200
         )
+    settings.AIPERF_SAMPLES_DIR = samples_dir_with(tmp_path, key="dag-small", source=DAG_SPAWN)
     upload = world.api("viewer").post("/api/v1/traces", {"sample": "dag-small"})
     assert upload.status_code == 403

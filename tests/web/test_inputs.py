@@ -17,8 +17,8 @@ from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.runs.models import Run, RunSample, Status
 from aiperf_web.runs.services import run_claim, runs_reap_stale
 from aiperf_web.scenarios.models import Scenario, Trace
-from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.teams.models import ApiToken
+from tests.fixtures import DAG_FORK_FANOUT
 from tests.web.conftest import ROOT, World
 
 JSON = "application/json"
@@ -116,7 +116,7 @@ def test_a_broken_trace_upload_names_the_line_and_saves_nothing(world: World) ->
 
 
 def test_an_uploaded_trace_is_validated_and_stored_with_its_statistics(world: World) -> None:
-    sample = SAMPLES["dag-fork-fanout"].path.read_bytes()
+    sample = DAG_FORK_FANOUT.read_bytes()
     response = world.api("teammate").post(
         "/api/v1/traces", {"file": SimpleUploadedFile("fanout.dag.jsonl", sample), "name": "fanout"}
     )

@@ -9,13 +9,16 @@ import pytest
 
 from aiperf_web.core.services import demo_bootstrap
 from aiperf_web.scenarios.samples import SAMPLES
-from tests.web.conftest import World
+from tests.fixtures import DAG_SPAWN
+from tests.web.conftest import World, samples_dir_with
 
 
+@pytest.mark.parametrize("folder", ["empty", "missing"])
 def test_without_the_public_traces_the_demo_replays_the_synthetic_workload(
-    db: Any, settings: Any, tmp_path: Path, mock_url: str
+    db: Any, settings: Any, tmp_path: Path, mock_url: str, folder: str
 ) -> None:
-    settings.AIPERF_SAMPLES_DIR = tmp_path  # an empty folder: no sample is installed
+    # No sample is installed: an empty folder, or one that is not there (a bare clone).
+    settings.AIPERF_SAMPLES_DIR = tmp_path if folder == "empty" else tmp_path / "absent"
     boot = demo_bootstrap(mock_url=mock_url)
     spec = boot.scenario.spec
     assert spec["workload"]["traces"] == [] and spec["workload"]["synthetic"] is not None
@@ -25,8 +28,11 @@ def test_without_the_public_traces_the_demo_replays_the_synthetic_workload(
 def test_with_the_public_traces_the_demo_replays_the_claude_code_session(
     db: Any, mock_url: str
 ) -> None:
-    if not SAMPLES["claude-code-subagents"].available:
-        pytest.skip("the public traces are not beside the checkout")
+    sample = SAMPLES["claude-code-subagents"]
+    if not sample.available:
+        pytest.skip(
+            f"sample traces not found at {sample.path}: the shared/ folder beside the checkout"
+        )
     boot = demo_bootstrap(mock_url=mock_url)
     assert len(boot.scenario.spec["workload"]["traces"]) == 1
 
@@ -34,13 +40,8 @@ def test_with_the_public_traces_the_demo_replays_the_claude_code_session(
 def test_only_installed_samples_are_offered_and_a_missing_one_is_a_clear_422(
     world: World, settings: Any, tmp_path: Path
 ) -> None:
-    (tmp_path / "aiperf_dag").mkdir()
-    source = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "aiperf_dag"
-    small = source / "small.dag.jsonl"
-    if not small.exists():
-        pytest.skip("the public traces are not beside the checkout")
-    (tmp_path / "aiperf_dag" / "small.dag.jsonl").write_bytes(small.read_bytes())
-    settings.AIPERF_SAMPLES_DIR = tmp_path
+    # Only dag-small is installed (a copy of the project's fixture stands in for its file).
+    settings.AIPERF_SAMPLES_DIR = samples_dir_with(tmp_path, key="dag-small", source=DAG_SPAWN)
     api = world.api("owner")
     offered = [s["key"] for s in api.get("/api/v1/traces/samples").json()]
     assert offered == ["dag-small"]

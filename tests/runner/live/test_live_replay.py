@@ -1,4 +1,4 @@
-"""Live replay over real sockets against the built-in mock cluster (PRODUCT.md §4.6–4.9)."""
+"""Live replay over real sockets against the built-in mock cluster (docs/product.md §4.6–4.9)."""
 
 from __future__ import annotations
 
@@ -77,13 +77,19 @@ def agent_trace(claude_code_trace) -> Trace:
 def agent_run(
     trace: Trace, url: str, *, scope: str = "conversation", policy: Policy = Policy.SPAWN_PIN
 ) -> dict:
-    # Each lane replays one tree to its end from t* in 272-594 s, while the subagents run and
-    # the root waits for them: the same requests every run, whatever the timing.
+    # Each lane replays one tree to its end from t* in 100-300 s, around the subagents' run
+    # (spawned at 120-170 s, turn 2 at 185 s without them): the same requests every run,
+    # whatever the timing.
+    span_s = trace.trees[0].span_s
     return live(
         [trace],
         url,
         replay=ReplayConfig(
-            concurrency=8, max_trees=8, start_window=(0.018, 0.04), speedup=5000.0, seed=2
+            concurrency=8,
+            max_trees=8,
+            start_window=(100.0 / span_s, 300.0 / span_s),
+            speedup=5000.0,
+            seed=2,
         ),
         engine=EngineConfig(
             policy=policy, affinity=AffinityConfig(kind=AffinityKind.DYNAMO_NVEXT, scope=scope)

@@ -1,4 +1,5 @@
-"""The engine against the simulated cluster: the seeds' tables reproduce (PRODUCT.md §1, §4)."""
+"""The engine against the simulated cluster: the seeds' tables reproduce (docs/product.md §1,
+§4), on the project's Claude Code fixture and, when it is there, on the public session."""
 
 from __future__ import annotations
 
@@ -33,10 +34,10 @@ def run_trace(
 
 
 @pytest.fixture(scope="module")
-def legacy_and_fixed(claude_code_trace):
+def legacy_and_fixed(seed_trace):
     return (
-        run_trace(claude_code_trace, policy=Policy.LEGACY),
-        run_trace(claude_code_trace, policy=Policy.SPAWN_PIN),
+        run_trace(seed_trace, policy=Policy.LEGACY),
+        run_trace(seed_trace, policy=Policy.SPAWN_PIN),
     )
 
 
@@ -62,13 +63,13 @@ def test_both_policies_replay_the_same_requests(legacy_and_fixed):
 
 
 @pytest.fixture(scope="module")
-def conversation_and_lineage(claude_code_trace):
+def conversation_and_lineage(seed_trace):
     def nvext(scope):
         return AffinityConfig(kind=AffinityKind.DYNAMO_NVEXT, scope=scope)
 
     return (
-        run_trace(claude_code_trace, affinity=nvext("conversation")),
-        run_trace(claude_code_trace, affinity=nvext("lineage")),
+        run_trace(seed_trace, affinity=nvext("conversation")),
+        run_trace(seed_trace, affinity=nvext("lineage")),
     )
 
 
@@ -114,17 +115,17 @@ def test_root_final_closes_tear_down_the_tree_while_subagents_still_run():
     assert safe["early_closes"] == 0 and safe["affinity_closes"] == 8
 
 
-def test_dynamo_12_rejects_bind_and_the_open_contract_works(claude_code_trace):
+def test_dynamo_12_rejects_bind_and_the_open_contract_works(seed_trace):
     replay = ReplayConfig(concurrency=8, duration_s=600)
     old = ClusterConfig(workers=4, dynamo_version="1.2")
     binds = run_trace(
-        claude_code_trace,
+        seed_trace,
         replay=replay,
         cluster=old,
         affinity=AffinityConfig(kind=AffinityKind.DYNAMO_NVEXT),
     )
     opens = run_trace(
-        claude_code_trace,
+        seed_trace,
         replay=replay,
         cluster=old,
         affinity=AffinityConfig(kind=AffinityKind.DYNAMO_NVEXT, actions="open"),
@@ -133,10 +134,10 @@ def test_dynamo_12_rejects_bind_and_the_open_contract_works(claude_code_trace):
     assert opens["errors"] == 0
 
 
-def test_a_simulation_is_deterministic_for_a_seed(claude_code_trace):
+def test_a_simulation_is_deterministic_for_a_seed(seed_trace):
     replay = ReplayConfig(concurrency=16, duration_s=900, start_window=(0.0, 1.0), seed=5)
-    a = run_trace(claude_code_trace, replay=replay)
-    b = run_trace(claude_code_trace, replay=replay)
+    a = run_trace(seed_trace, replay=replay)
+    b = run_trace(seed_trace, replay=replay)
     assert a == b
 
 

@@ -9,7 +9,7 @@ from runner.replay.scheduler import ReplayConfig
 from runner.sim.simulator import SimConfig, simulate
 from runner.trace import SyntheticConfig, generate_synthetic, load_trace
 from runner.trace.model import Session
-from tests.runner.conftest import SHARED_TRACES
+from tests.fixtures import FIXTURES, shared_sample
 from tests.runner.factories import tree, turns
 
 INSTANT = ClusterConfig(workers=4, time_scale=0.0)  # every request answers at once
@@ -57,16 +57,17 @@ def test_arrival_waits_are_null_outside_rate_mode():
 
 
 @pytest.mark.parametrize(
-    ("sample", "speedup"),
+    ("trace", "speedup"),
     [
-        ("mooncake/conversation_trace.head2000.jsonl", 10.0),
-        ("azure/AzureLLMInferenceTrace_conv.csv", 10.0),
+        ("fixture:mooncake_arrivals.jsonl", 10.0),
+        ("fixture:azure_arrivals.csv", 10.0),
+        ("sample:mooncake/conversation_trace.head2000.jsonl", 10.0),
+        ("sample:azure/AzureLLMInferenceTrace_conv.csv", 10.0),
     ],
 )
-def test_schedule_mode_sends_each_request_at_its_scaled_timestamp(sample: str, speedup: float):
-    path = SHARED_TRACES / sample
-    if not path.exists():
-        pytest.skip(f"sample trace not found at {path} (the shared/ folder beside the project)")
+def test_schedule_mode_sends_each_request_at_its_scaled_timestamp(trace: str, speedup: float):
+    where, name = trace.split(":", 1)
+    path = FIXTURES / name if where == "fixture" else shared_sample(name)
     trees = load_trace(path).trees
     stamps = {
         (session.id, turn.index): turn.t_s

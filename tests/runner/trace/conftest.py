@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.trace.helpers import SHARED_TRACES
+from tests.fixtures import shared_sample
 
 
 @pytest.fixture
 def shared_traces() -> Path:
-    if not SHARED_TRACES.is_dir():
-        pytest.skip(f"sample traces not found at {SHARED_TRACES} (../shared is absent)")
-    return SHARED_TRACES
+    """The public sample traces' folder; skips the test when it is not beside the checkout."""
+    return shared_sample()

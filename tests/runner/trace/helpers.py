@@ -1,4 +1,4 @@
-"""Helpers for the trace tests: where the public sample traces live, tiny file writers."""
+"""Helpers for the trace tests: tiny file writers, located-error checks."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import TraceError
-
-# The repo root is three levels above this folder; the samples sit beside it in ../shared.
-SHARED_TRACES = Path(__file__).resolve().parents[3] / ".." / "shared" / "traces"
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
+from tests.fixtures import CLAUDE_CODE_SUBAGENTS
 from tests.runner.trace.helpers import write_jsonl
 
 DAG_ROWS = [
@@ -64,3 +65,10 @@ def test_inspect_claude_code_sample(
     stats = json.loads(capsys.readouterr().out)
     assert (stats["format"], stats["trees"], stats["sessions"]) == ("claude_code", 1, 4)
     assert (stats["spawn_children"], stats["requests"]) == (3, 103)
+
+
+def test_inspect_claude_code_fixture(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(CLAUDE_CODE_SUBAGENTS), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["format"], stats["trees"], stats["sessions"]) == ("claude_code", 1, 4)
+    assert (stats["spawn_children"], stats["requests"]) == (3, 61)
