@@ -106,9 +106,12 @@ INSTALLED_APPS = [
     "aiperf_web.api",
     "aiperf_web.live",
     "aiperf_web.reports",
+    "aiperf_web.ops",
 ]
 
 MIDDLEWARE = [
+    # First: it times the whole stack (/metrics' request latency histogram).
+    "aiperf_web.ops.latency.RequestLatencyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -138,8 +141,28 @@ TEMPLATES = [
     },
 ]
 
+# Database connections per process (web, each Celery worker process): a bounded pool on
+# PostgreSQL. Under ASGI every request runs in a thread of its own, so persistent per-thread
+# connections (CONN_MAX_AGE > 0) were never reused and piled up until the server refused
+# everyone; a pool hands a connection to a request and takes it back at the request's end.
+# A worker process needs up to 3 per run it executes (the task, its heartbeat watcher, the
+# record writer). 0 = no pool: a new connection per request, closed at its end.
+AIPERF_DB_POOL_SIZE = env_int("AIPERF_DB_POOL_SIZE", 8)
+# How long a request waits for a free pooled connection before it fails.
+AIPERF_DB_POOL_TIMEOUT_S = env_float("AIPERF_DB_POOL_TIMEOUT_S", 10.0)
+
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    # CONN_MAX_AGE must be 0 with a pool (Django returns the connection at each request's end).
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    if AIPERF_DB_POOL_SIZE > 0 and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            # One connection kept open; the rest opened on demand and closed after a minute
+            # idle, so a burst does not hold its peak for psycopg_pool's default 10 minutes.
+            "min_size": 1,
+            "max_size": AIPERF_DB_POOL_SIZE,
+            "max_idle": 60.0,
+            "timeout": AIPERF_DB_POOL_TIMEOUT_S,
+        }
     # One test database per test session: sessions run side by side on a shared machine.
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
 else:
@@ -200,6 +223,11 @@ CSRF_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("AIPERF_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
+# Request bodies: 10 MB at most (aiperf_web/core/limits.py refuses larger ones with 413 before
+# Django reads them; trace uploads have their own, smaller cap). Everything under the cap stays
+# in memory: the cap bounds it, and /tmp is not used for a second copy.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000_000
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 
 # -- Celery (the `runs` queue) -------------------------------------------------------------
 CELERY_BROKER_URL = REDIS_URL or "memory://"
@@ -263,6 +291,8 @@ AIPERF_EMBEDDED_WORKERS = env_int("AIPERF_EMBEDDED_WORKERS", 2)
 AIPERF_RECORD_BATCH = env_int("AIPERF_RECORD_BATCH", 5000)
 # A running run whose worker has not written a heartbeat for this long is marked failed.
 AIPERF_STALE_RUN_S = env_int("AIPERF_STALE_RUN_S", 30)
+# When set, /metrics answers only `Authorization: Bearer <this>` (a scraper's credentials).
+AIPERF_METRICS_TOKEN = env_str("AIPERF_METRICS_TOKEN")
 
 LOGGING = {
     "version": 1,

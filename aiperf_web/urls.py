@@ -16,6 +16,7 @@ urlpatterns = [
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
+    path("", include("aiperf_web.ops.urls")),
     path("runs/", include("aiperf_web.runs.urls")),
     path("reports/", include("aiperf_web.reports.urls")),
     path("endpoints/", include("aiperf_web.endpoints.urls")),

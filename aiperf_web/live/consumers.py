@@ -29,6 +29,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from aiperf_web.core.errors import ServiceError
 from aiperf_web.live import selectors as live_sel
+from aiperf_web.ops.viewers import viewer_join
 from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_brief, leak_point
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.live import run_group
@@ -79,6 +80,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.group = run_group(self.run_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        self.viewer = viewer_join("run")
         if after is None:
             await self.send_json({"type": "error", "message": "after: an integer seq"})
             after = -1
@@ -86,6 +88,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.poller = asyncio.ensure_future(self._poll())
 
     async def disconnect(self, code: int) -> None:
+        if viewer := getattr(self, "viewer", None):
+            viewer.leave()
         poller = getattr(self, "poller", None)
         if poller is not None:
             poller.cancel()
@@ -216,9 +220,12 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.user = user
         self.sent: dict[str, dict[str, Any]] = {}
         await self.accept()
+        self.viewer = viewer_join("runs_list")
         self.poller = asyncio.ensure_future(self._poll())
 
     async def disconnect(self, code: int) -> None:
+        if viewer := getattr(self, "viewer", None):
+            viewer.leave()
         poller = getattr(self, "poller", None)
         if poller is not None:
             poller.cancel()
