@@ -6,7 +6,10 @@
   embedded worker thread, or a running `celery -A aiperf_web worker -Q runs` with REDIS_URL);
 - list: `GET /api/v1/runs` with 10,000 stored runs, p50/p95 ms;
 - service: requests/s of a run launched through the service (the task body) vs the CLI
-  (`python -m runner replay`) on the same spec against the same mock, alternated.
+  (`python -m runner replay`) on the same spec against the same mock, alternated;
+- connections (PostgreSQL): `manage.py serve` under a burst of 16 clients × 20
+  `GET /api/v1/runs` (half with wrong tokens), with the pool and without it (a connection per
+  request): connections at peak and after, 5xx answers, latency p50/p95.
 
 Writes into the configured database under a team `bench-<random>`, deleted at the end.
 """
@@ -21,6 +24,7 @@ import sys
 import time
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
@@ -79,7 +83,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--only", choices=["records", "claim", "list", "service"], action="append"
+            "--only",
+            choices=["records", "claim", "list", "service", "connections"],
+            action="append",
         )
         parser.add_argument("--records", type=int, default=200_000)
         parser.add_argument("--runs", type=int, default=10_000)
@@ -88,7 +94,7 @@ class Command(BaseCommand):
         parser.add_argument("--rounds", type=int, default=2)
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        only = set(opts["only"] or ["records", "claim", "list", "service"])
+        only = set(opts["only"] or ["records", "claim", "list", "service", "connections"])
         suffix = secrets.token_hex(3)
         user = User.objects.create_user(f"bench-{suffix}", password=secrets.token_urlsafe(12))
         team = team_create(name=f"bench-{suffix}", owner=user)
@@ -104,6 +110,8 @@ class Command(BaseCommand):
                 figures["service_vs_cli"] = self._service(
                     team, user, opts["service_duration"], opts["rounds"]
                 )
+            if "connections" in only:
+                figures["connections"] = self._connections(user)
         finally:
             try:
                 Run.objects.filter(team=team).delete()
@@ -179,8 +187,6 @@ class Command(BaseCommand):
         }
 
     def _claim(self, team: Team, user: User, n: int) -> dict[str, Any]:
-        from django.conf import settings
-
         worker = None
         if settings.EMBEDDED:
             from aiperf_web.core.worker import EmbeddedWorker
@@ -288,3 +294,34 @@ class Command(BaseCommand):
             "service_req_per_s": [round(x, 1) for x in svc],
             "service_over_cli": round(statistics.median(svc) / statistics.median(cli), 3),
         }
+
+    def _connections(self, user: User) -> dict[str, Any]:
+        from aiperf_web.ops.burst import ConnectionCounter, burst, served
+
+        if connection.vendor != "postgresql":
+            return {"error": "needs PostgreSQL (DATABASE_URL): SQLite has no connections to count"}
+        _, token = api_token_create(user=user, name="bench-connections")
+        figures: dict[str, Any] = {"clients": 16, "requests_each": 20}
+        size = settings.AIPERF_DB_POOL_SIZE or 8  # the configured pool, or the default
+        modes = {
+            f"pool_{size}": {"AIPERF_DB_POOL_SIZE": str(size)},
+            "no_pool": {"AIPERF_DB_POOL_SIZE": "0"},
+        }
+        for mode, env in modes.items():
+            app = f"aiperf-bench-{secrets.token_hex(3)}"
+            # The web process alone (and its stale-run reaper): no worker, no mock.
+            args = ["--no-migrate", "--no-bootstrap", "--no-mock", "--no-worker"]
+            with served(port=free_port(), env={**env, "PGAPPNAME": app}, args=args) as base:
+                counter = ConnectionCounter(app=app)
+                counter.start()
+                result = burst(url=f"{base}/api/v1/runs", good_token=token)
+                held = counter.stop()
+            figures[mode] = {
+                "connections_peak": counter.peak,
+                "connections_held_after": held,
+                "responses_5xx": result.server_errors,
+                "transport_errors": len(result.failures),
+                "p50_ms": round(result.pct_ms(0.5), 1),
+                "p95_ms": round(result.pct_ms(0.95), 1),
+            }
+        return figures
