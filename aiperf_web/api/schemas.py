@@ -4,13 +4,17 @@ OpenAPI schema documents every knob with the engine's descriptions and bounds.""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
+from aiperf_web.core.text import text_check
 from runner import RunSpec
+
+# Text a person sends: refused (422 naming the field) when it holds NUL or a lone surrogate.
+Text = Annotated[str, AfterValidator(text_check)]
 
 # Every RunSpec knob, optional: what a launch may override. The workload belongs to the
 # scenario; the target comes from the endpoint, so it may only be adjusted field by field.
@@ -75,10 +79,10 @@ class SampleOut(Schema):
 class ScenarioIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: str
+    name: Text
     team: UUID | None = Field(default=None, description="default: your only team")
-    description: str = ""
-    tags: list[str] = []
+    description: Text = ""
+    tags: list[Text] = []
     traces: list[UUID] = Field(default=[], description="trace ids; none = the synthetic workload")
     spec: RunSpec = Field(default_factory=RunSpec, description="the default run spec")
 
@@ -86,9 +90,9 @@ class ScenarioIn(Schema):
 class ScenarioPatch(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = None
-    description: str | None = None
-    tags: list[str] | None = None
+    name: Text | None = None
+    description: Text | None = None
+    tags: list[Text] | None = None
     traces: list[UUID] | None = None
     spec: RunSpec | None = None
 
@@ -108,24 +112,32 @@ class ScenarioOut(Schema):
 class EndpointIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: str
+    name: Text
     team: UUID | None = None
-    base_url: str
-    model: str
-    api_key: str | None = Field(default=None, description="stored encrypted, never returned")
-    extra_headers: dict[str, str] = {}
-    server_kind: str = Field(default="openai", description="openai, dynamo, vllm or sglang")
+    base_url: Text
+    model: Text
+    api_key: Text | None = Field(default=None, description="stored encrypted, never returned")
+    extra_headers: dict[Text, Text] = {}
+    server_kind: Text = Field(default="openai", description="openai, dynamo, vllm or sglang")
 
 
 class EndpointPatch(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = None
-    base_url: str | None = None
-    model: str | None = None
-    api_key: str | None = Field(default=None, description='a new key; "" removes it')
-    extra_headers: dict[str, str] | None = None
-    server_kind: str | None = None
+    name: Text | None = None
+    base_url: Text | None = Field(
+        default=None,
+        description="a new base URL removes the stored API key unless `api_key` is sent in "
+        "the same request: a key is never sent to a server it was not entered for",
+    )
+    model: Text | None = None
+    api_key: Text | None = Field(
+        default=None,
+        description='a new key; "" removes it; left out, the stored key is kept (unless '
+        "`base_url` changes)",
+    )
+    extra_headers: dict[Text, Text] | None = None
+    server_kind: Text | None = None
 
 
 class AffinityOut(Schema):
@@ -142,7 +154,10 @@ class AffinityOut(Schema):
     nvext_actions: str | None = Field(description="affinity_actions dynamo-nvext must use")
     headline: str = Field(description="the generation and whether affinity is on, plainly")
     summary: str = Field(description="the engine's one-line account")
-    server_message: str | None = Field(description="the server's full answer to the probe")
+    server_message: str | None = Field(
+        description="the server's answer to the probe, on one line (HTML stripped, at most "
+        "500 characters)"
+    )
     detected_at: datetime
 
 
@@ -175,20 +190,20 @@ class ConnectionOut(Schema):
 class RunCreate(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    scenario: str = Field(description="scenario id")
-    endpoint: str = Field(
+    scenario: Text = Field(description="scenario id")
+    endpoint: Text = Field(
         default="simulated", description='endpoint id, or "simulated" for the simulated cluster'
     )
     overrides: RunOverrides = Field(default_factory=RunOverrides)  # type: ignore[valid-type]
-    tags: list[str] = []
-    notes: str = ""
+    tags: list[Text] = []
+    notes: Text = ""
 
 
 class RunPatch(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    tags: list[str] | None = None
-    notes: str | None = None
+    tags: list[Text] | None = None
+    notes: Text | None = None
     is_baseline: bool | None = None
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any, cast
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.multipartparser import MultiPartParserError
 from ninja import File, Form, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -19,6 +22,7 @@ from ninja.security import HttpBearer
 from pydantic import BaseModel
 
 from aiperf_web.api import schemas as s
+from aiperf_web.api.schemas import Text
 from aiperf_web.core.errors import Forbidden, Invalid, NotFound
 from aiperf_web.core.streaming import stream_response
 from aiperf_web.endpoints import selectors as endpoint_sel
@@ -112,6 +116,27 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResp
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return _error(request, exc.status_code, str(exc))
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    # Normally refused earlier, by Content-Length (core/limits.py); this is Django's own check.
+    cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return _error(
+        request, 413, f"the request body is over {cap} bytes: send less in one request", {}
+    )
+
+
+@api.exception_handler(MultiPartParserError)
+@api.exception_handler(TooManyFieldsSent)
+@api.exception_handler(TooManyFilesSent)
+def _bad_multipart(request: HttpRequest, exc: Exception) -> HttpResponse:
+    message = (
+        f"malformed multipart/form-data body ({exc}): send one form with a boundary in its "
+        "Content-Type (as curl -F or any HTTP library builds it), part headers under 1 KB "
+        "(a file name of at most a few hundred characters) and fewer than 100 files"
+    )
+    return _error(request, 400, message, {"body": message})
 
 
 @api.exception_handler(Exception)
@@ -275,9 +300,9 @@ def trace_samples(request: HttpRequest) -> list[dict[str, Any]]:
 def trace_upload(
     request: HttpRequest,
     file: UploadedFile | None = File(None),  # type: ignore[type-arg]  # noqa: B008
-    name: str = Form(""),  # type: ignore[type-arg]
-    team: str = Form(""),  # type: ignore[type-arg]
-    sample: str = Form(  # type: ignore[type-arg]
+    name: Text = Form(""),  # type: ignore[type-arg]  # noqa: B008
+    team: Text = Form(""),  # type: ignore[type-arg]  # noqa: B008
+    sample: Text = Form(  # type: ignore[type-arg]  # noqa: B008
         "", description="import a built-in sample instead of a file"
     ),
 ) -> Status[Any]:
@@ -317,7 +342,7 @@ def trace_delete(request: HttpRequest, trace_id: str) -> Status[Any]:
 
 
 @api.get("/scenarios", response=list[s.ScenarioOut], tags=["scenarios"])
-def scenario_list(request: HttpRequest, tag: str = "", q: str = "") -> list[dict[str, Any]]:
+def scenario_list(request: HttpRequest, tag: Text = "", q: Text = "") -> list[dict[str, Any]]:
     return [
         _scenario_out(x) for x in scenario_sel.scenario_list(user=request.user, tag=tag, search=q)
     ]
@@ -431,18 +456,22 @@ def endpoint_test(request: HttpRequest, endpoint_id: str) -> dict[str, Any]:
 
 
 class RunQuery(Schema):
-    status: str = ""
-    scenario: str = ""
-    endpoint: str = ""
-    tag: str = ""
-    q: str = ""
-    created_from: str = ""
-    created_to: str = ""
+    status: Text = ""
+    scenario: Text = ""
+    endpoint: Text = ""
+    tag: Text = ""
+    q: Text = ""
+    created_from: Text = ""
+    created_to: Text = ""
     baseline: bool | None = None
-    policy: str = ""
-    scope: str = ""
+    policy: Text = ""
+    scope: Text = ""
     limit: int = 50
     offset: int = 0
+
+
+# Far past any real list, and well inside a 64-bit SQL integer (SQLite overflows past it).
+MAX_OFFSET = 1_000_000_000
 
 
 def _date(value: str, field: str) -> Any:
@@ -460,8 +489,8 @@ def _date(value: str, field: str) -> Any:
 def run_list(request: HttpRequest, query: Query[RunQuery]) -> dict[str, Any]:
     if not 1 <= query.limit <= 500:
         raise Invalid.field("limit", "between 1 and 500")
-    if query.offset < 0:
-        raise Invalid.field("offset", "0 or more")
+    if not 0 <= query.offset <= MAX_OFFSET:
+        raise Invalid.field("offset", f"between 0 and {MAX_OFFSET}")
     filters = run_sel.RunFilters(
         status=query.status,
         scenario=query.scenario,

@@ -20,7 +20,8 @@ class EndpointForm(forms.Form):
         required=False,
         widget=forms.PasswordInput(render_value=False),
         label="API key",
-        help_text="Stored encrypted and never shown again. Leave blank to keep the current key.",
+        help_text="Stored encrypted and never shown again. Leave blank to keep the current "
+        "key; changing the base URL removes it unless you enter it again here.",
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored API key")
     extra_headers = forms.CharField(

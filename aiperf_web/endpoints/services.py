@@ -13,6 +13,7 @@ from aiperf_web.core.crypto import decrypt_secret, encrypt_secret
 from aiperf_web.core.errors import Invalid
 from aiperf_web.core.outbound import check_outbound_url
 from aiperf_web.core.specs import spec_parse
+from aiperf_web.core.text import message_quoting_server, text_excerpt
 from aiperf_web.endpoints.models import Endpoint, ServerKind
 from aiperf_web.teams.models import Role, Team
 from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
@@ -140,7 +141,9 @@ def endpoint_update(
     server_kind: str | None = None,
 ) -> Endpoint:
     """Change what is given. `api_key`: a string replaces it, "" or None clears it, absent
-    keeps it (the stored key is never shown, so a form leaves it blank to keep it)."""
+    keeps it (the stored key is never shown, so a form leaves it blank to keep it) unless the
+    base URL changes: the key was entered for one server, and a member who points the
+    endpoint at a host of their own and presses Test must not receive it there."""
     require_role(user=actor, team=endpoint.team, role=Role.MEMBER)
     values = _validate(
         name=endpoint.name if name is None else name,
@@ -152,10 +155,8 @@ def endpoint_update(
     clash = Endpoint.objects.filter(team=endpoint.team, name=values["name"]).exclude(pk=endpoint.pk)
     if clash.exists():
         raise Invalid.field("name", f"an endpoint named {values['name']!r} exists")
-    other_server = (values["base_url"], values["server_kind"]) != (
-        endpoint.base_url,
-        endpoint.server_kind,
-    )
+    other_url = values["base_url"] != endpoint.base_url
+    other_server = other_url or values["server_kind"] != endpoint.server_kind
     for key, value in values.items():
         setattr(endpoint, key, value)
     if other_server:
@@ -163,6 +164,8 @@ def endpoint_update(
             setattr(endpoint, name, None)
     if api_key is not _KEEP:
         endpoint.api_key_encrypted = encrypt_secret(api_key) if api_key else ""
+    elif other_url:
+        endpoint.api_key_encrypted = ""
     endpoint.save()
     return endpoint
 
@@ -190,7 +193,13 @@ def endpoint_test_connection(*, actor: AnyUser, endpoint: Endpoint) -> str:
             timeout_s=10.0,
         )
     except RunnerError as exc:
-        raise Invalid.field("connection", str(exc)) from None
+        # The engine quotes the server's answer; an internal service's may be a whole page.
+        raise Invalid.field("connection", message_quoting_server(str(exc))) from None
+    except (httpx.HTTPError, ValueError, UnicodeError, OSError) as exc:
+        # A URL the HTTP client will not take (stored before the host checks, say): a reason,
+        # never a 500.
+        reason = message_quoting_server(str(exc) or type(exc).__name__)
+        raise Invalid.field("connection", f"cannot test {endpoint.base_url}: {reason}") from None
     notes = []
     if not getattr(info, "reports_cached_tokens", True):
         notes.append("it reports no cached tokens (prefix_cache_hit_ratio will be unavailable)")
@@ -203,11 +212,12 @@ def endpoint_test_connection(*, actor: AnyUser, endpoint: Endpoint) -> str:
                 headers=headers,
                 timeout_s=10.0,
             )
-        except (RunnerError, httpx.HTTPError) as exc:
+        except (RunnerError, httpx.HTTPError, ValueError, UnicodeError, OSError) as exc:
             # The server answered the preflight, so this is about affinity only: say so and
             # forget any earlier detection rather than keep a stale one.
             endpoint_affinity_store(endpoint=endpoint, found=None)
-            notes.append(f"its session affinity could not be detected: {exc or type(exc).__name__}")
+            reason = message_quoting_server(str(exc) or type(exc).__name__)
+            notes.append(f"its session affinity could not be detected: {reason}")
         else:
             endpoint_affinity_store(endpoint=endpoint, found=found)
             notes.append(f"session affinity: {endpoint.affinity_headline}")
@@ -225,7 +235,12 @@ def endpoint_affinity_store(*, endpoint: Endpoint, found: AffinityDetection | No
             "header_affinity": found.header_affinity,
             "affinity_usable": list(found.usable),
             "affinity_summary": found.summary,
-            "affinity_server_message": found.server_message,
+            # Dynamo's refusal is worth quoting in full; anything else's page is not.
+            "affinity_server_message": (
+                None
+                if found.server_message is None
+                else text_excerpt(found.server_message, limit=500)
+            ),
             "affinity_detected_at": timezone.now(),
         }
     for name, value in values.items():

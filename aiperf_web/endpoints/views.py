@@ -89,12 +89,20 @@ def endpoint_detail(request: HttpRequest, endpoint_id: str) -> HttpResponse:
             changes["api_key"] = None
         elif data.get("api_key"):
             changes["api_key"] = data["api_key"]
+        had_key = endpoint.has_api_key
         try:
             services.endpoint_update(actor=request.user, endpoint=endpoint, **changes)
         except Invalid as exc:
             add_service_errors(form, exc.fields, str(exc))
         else:
-            messages.success(request, "Endpoint saved.")
+            dropped = had_key and not endpoint.has_api_key and "api_key" not in changes
+            messages.success(
+                request,
+                "Endpoint saved. The stored API key was removed because the base URL changed: "
+                "enter it again if the new server needs it."
+                if dropped
+                else "Endpoint saved.",
+            )
             return redirect("endpoints:detail", endpoint_id=endpoint.uuid)
     return render(request, "endpoints/form.html", {"form": form, "endpoint": endpoint})
 
