@@ -157,7 +157,7 @@ def _simulate(
         slo_ms=spec.slo_ms,
     )
     result = simulate(trees, config, sink=sink, stop=stop)
-    reason = "cancelled" if result.cancelled else None
+    reason = "cancelled" if result.cancelled else result.stopped_reason
     return _finish(cast(Summary, result.summary), reason)
 
 

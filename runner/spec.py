@@ -36,8 +36,15 @@ from runner.cluster.config import (
     canonical_dynamo_version,
 )
 from runner.errors import SpecError
+from runner.limits import (
+    MAX_CLIENT_WORKERS,
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_RATE_PER_S,
+    MAX_REQUESTS,
+)
 from runner.replay.engine import EngineConfig
-from runner.replay.scheduler import ReplayConfig
+from runner.replay.scheduler import MIN_BURSTINESS, ReplayConfig
 from runner.routing.router import Policy
 from runner.servermetrics import metrics_url_for
 from runner.trace import DEFAULT_MAX_BYTES, SyntheticConfig
@@ -80,10 +87,18 @@ _MODEL = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 PositiveSeconds = Annotated[float, Field(gt=0)]
 DEFAULT_LANES = 16
 MAX_TRACE_BYTES = 4 * 1024**3  # a ceiling on the ceiling: loaders hold a file in memory
-# Rate and schedule timings start trees when the workload says so; without a cap asked for,
-# this one only guards against a runaway (it is far beyond what one client can drive).
-MAX_CONCURRENCY = 100_000
-Count = Annotated[int, Field(ge=1)]
+# Every numeric knob has a ceiling; those an operator may raise come from runner.limits (one
+# environment variable each, named in the field's description). Rate and schedule timings
+# start trees when the workload says so; without a cap asked for, MAX_CONCURRENCY only
+# guards against a runaway.
+_RAISE = "(raise with the environment variable {})"
+Count = Annotated[
+    int,
+    Field(ge=1, le=MAX_REQUESTS, description=_RAISE.format("AIPERF_MAX_REQUESTS")),
+]
+Timeout = Annotated[float, Field(gt=0, le=3_600)]
+SloMs = Annotated[float, Field(gt=0, le=3_600_000)]  # an hour: beyond any request's life
+MIN_TIME_SCALE = 0.001  # other than 0 (instant): the cluster's latencies at 1/1000
 
 
 class Workload(BaseModel):
@@ -121,15 +136,18 @@ class EndpointTarget(BaseModel):
     headers: dict[str, str] = Field(
         default_factory=dict, description="extra headers on every request"
     )
-    connect_timeout_s: PositiveSeconds = 10.0
-    read_timeout_s: PositiveSeconds = Field(
-        default=300.0, description="first-byte and stall timeout per request"
+    connect_timeout_s: Timeout = Field(default=10.0, description="at most an hour")
+    read_timeout_s: Timeout = Field(
+        default=300.0, description="first-byte and stall timeout per request (at most an hour)"
     )
     want_worker_id: bool = Field(
         default=True, description="ask for nvext.worker_id (Dynamo; the built-in mock honours it)"
     )
     failure_threshold: int = Field(
-        default=50, ge=0, description="stop after this many consecutive failures (0: never)"
+        default=50,
+        ge=0,
+        le=1_000_000,
+        description="stop after this many consecutive failures (0: never)",
     )
     metrics_url: str | None = Field(
         default=None,
@@ -190,7 +208,10 @@ class SimulatedTarget(BaseModel):
     router: RouterMode = Field(default="round-robin", description="frontend router mode")
     dp_ranks: int = Field(default=1, ge=1, le=64, description="data-parallel ranks per worker")
     time_scale: float = Field(
-        default=1.0, ge=0, le=1000, description="multiplies every modelled latency; 0 = instant"
+        default=1.0,
+        ge=0,
+        le=1000,
+        description="multiplies every modelled latency; 0 = instant, else at least 0.001",
     )
     block_size: int = Field(default=64, ge=1, le=65536, description="prefix-cache block, tokens")
     cache_blocks: int = Field(
@@ -207,7 +228,9 @@ class SimulatedTarget(BaseModel):
         default=False, description="honour session_control only with the kv routers"
     )
     header_affinity_ttl_s: PositiveSeconds | None = Field(
-        default=None, description="X-Dynamo-Session-ID affinity idle TTL; None = off"
+        default=None,
+        le=86_400,
+        description="X-Dynamo-Session-ID affinity idle TTL; None = off",
     )
     header_affinity_mode: HeaderAffinityMode = Field(
         default="hard",
@@ -217,13 +240,22 @@ class SimulatedTarget(BaseModel):
     # Virtual time runs hundreds of times faster than the wall: a snapshot per simulated
     # second would be thousands per run, so simulated runs report on their own interval.
     snapshot_interval_s: float = Field(
-        default=10.0, gt=0, le=86_400, description="simulated seconds between snapshots"
+        default=10.0, ge=0.1, le=86_400, description="simulated seconds between snapshots"
     )
 
     @field_validator("dynamo_version", mode="before")
     @classmethod
     def _version_alias(cls, value: object) -> object:
         return canonical_dynamo_version(value)  # stored specs may still say "1.3"
+
+    @field_validator("time_scale")
+    @classmethod
+    def _time_scale(cls, scale: float) -> float:
+        # 1e-300 is not "instant" but would make every latency vanish below the clock's
+        # resolution all the same, without the stop rules that 0 gets.
+        if 0 < scale < MIN_TIME_SCALE:
+            raise ValueError(f"must be 0 (instant) or at least {MIN_TIME_SCALE}")
+        return scale
 
     @model_validator(mode="after")
     def _header_affinity_exists(self) -> SimulatedTarget:
@@ -276,16 +308,26 @@ class RunSpec(BaseModel):
         ge=1,
         le=MAX_CONCURRENCY,
         description="lanes (default 16), or with timing rate a cap on active trees (default "
-        "none); schedule replays every tree at its timestamp and takes no cap",
+        "none); schedule replays every tree at its timestamp and takes no cap "
+        + _RAISE.format("AIPERF_MAX_CONCURRENCY"),
     )
     rate_per_s: PositiveSeconds | None = Field(
-        default=None, description="tree arrivals per second (timing=rate)"
+        default=None,
+        le=MAX_RATE_PER_S,
+        description="tree arrivals per second (timing=rate) "
+        + _RAISE.format("AIPERF_MAX_RATE_PER_S"),
     )
     arrival: Arrival = Field(default="poisson", description="inter-arrival distribution (rate)")
     burstiness: float = Field(
-        default=1.0, gt=0, le=1000, description="gamma shape: < 1 burstier, 1 poisson-like"
+        default=1.0,
+        ge=MIN_BURSTINESS,
+        le=1000,
+        description="gamma shape: < 1 burstier, 1 poisson-like (at least 0.01: below, the "
+        "draws overflow)",
     )
-    speedup: float = Field(default=1.0, gt=0, le=1e6, description="divides every recorded delay")
+    speedup: float = Field(
+        default=1.0, ge=0.001, le=1e6, description="divides every recorded delay"
+    )
     start_window: tuple[float, float] = Field(
         default=(0.0, 0.0),
         description="fractions of a tree's span where a lane's first tree starts (t*)",
@@ -293,22 +335,40 @@ class RunSpec(BaseModel):
     joins: Joins = Field(
         default="recorded", description="recorded: parents keep their clock; strict: they wait"
     )
-    warmup_s: float = Field(default=0.0, ge=0, description="requests issued before are unmeasured")
+    warmup_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=MAX_DURATION_S,
+        description="requests issued before are unmeasured (at most the longest duration)",
+    )
     prime: bool = Field(
         default=False, description="send each live stream's last turn before t* first (unmeasured)"
     )
 
     # -- stop conditions
     duration_s: PositiveSeconds | None = Field(
-        default=None, description="stop issuing after this run time (s)"
+        default=None,
+        le=MAX_DURATION_S,
+        description="stop issuing after this run time (s) "
+        + _RAISE.format("AIPERF_MAX_DURATION_S"),
     )
-    max_requests: Count | None = Field(default=None, description="stop after this many requests")
-    max_trees: Count | None = Field(default=None, description="start at most this many trees")
+    max_requests: Count | None = Field(
+        default=None,
+        description="stop after this many requests " + _RAISE.format("AIPERF_MAX_REQUESTS"),
+    )
+    max_trees: Count | None = Field(
+        default=None,
+        description="start at most this many trees " + _RAISE.format("AIPERF_MAX_REQUESTS"),
+    )
 
     # -- client-side routing (§4.4)
     policy: PolicyName = Field(default="spawn-pin", description="sticky routing policy")
     client_workers: int = Field(
-        default=8, ge=1, le=4096, description="client workers, each caching its sessions"
+        default=8,
+        ge=1,
+        le=MAX_CLIENT_WORKERS,
+        description="client workers, each caching its sessions "
+        + _RAISE.format("AIPERF_MAX_CLIENT_WORKERS"),
     )
 
     # -- server-side affinity (§4.5)
@@ -327,7 +387,9 @@ class RunSpec(BaseModel):
     close_on: CloseOn = Field(
         default="tree-final", description="lineage close discipline; root-final shows the hazard"
     )
-    header_name: str = Field(default="X-Session-ID", description="header for affinity=header")
+    header_name: str = Field(
+        default="X-Session-ID", max_length=256, description="header for affinity=header"
+    )
     header_source: HeaderSource = Field(default="own", description="id affinity=header carries")
     parent_header: bool = Field(
         default=False,
@@ -336,9 +398,9 @@ class RunSpec(BaseModel):
     )
 
     # -- SLOs for goodput (a request is good when it meets every one set)
-    slo_ttft_ms: PositiveSeconds | None = None
-    slo_itl_ms: PositiveSeconds | None = None
-    slo_latency_ms: PositiveSeconds | None = None
+    slo_ttft_ms: SloMs | None = None
+    slo_itl_ms: SloMs | None = None
+    slo_latency_ms: SloMs | None = None
 
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="every random choice")
     isolate_trees: bool = Field(
@@ -346,7 +408,7 @@ class RunSpec(BaseModel):
         description="a marker per replayed tree instance: two lanes never share prefix cache",
     )
     snapshot_interval_s: float = Field(
-        default=1.0, gt=0, le=3600, description="run time between live snapshots"
+        default=1.0, ge=0.1, le=3600, description="run time between live snapshots"
     )
 
     target: Target = Field(default_factory=SimulatedTarget)
@@ -374,6 +436,17 @@ class RunSpec(BaseModel):
             self.duration_s or self.max_requests or self.max_trees
         ):
             raise ValueError("a live run needs a stop: duration_s, max_requests or max_trees")
+        if (
+            isinstance(self.target, SimulatedTarget)
+            and self.target.time_scale == 0
+            and self.timing == "closed"
+            and not (self.max_requests or self.max_trees)
+        ):
+            raise ValueError(
+                "closed timing on an instant cluster (time_scale 0) never moves the simulated "
+                "clock: give max_requests or max_trees, or a time_scale of at least "
+                f"{MIN_TIME_SCALE}"
+            )
         if self.affinity == "header":
             AffinityConfig(kind=AffinityKind.HEADER, header_name=self.header_name)
         if self.parent_header and (

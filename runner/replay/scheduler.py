@@ -10,6 +10,7 @@ routes, sends or sleeps.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -21,7 +22,16 @@ from runner.errors import SpecError
 from runner.metrics.histogram import LatencyHistogram
 from runner.trace.model import BranchMode, Session, Tree
 
-__all__ = ["ARRIVALS", "TIMINGS", "Arrival", "ReplayConfig", "ReplayObserver", "ReplayScheduler"]
+__all__ = [
+    "ARRIVALS",
+    "MAX_WAITING_ARRIVALS",
+    "MIN_BURSTINESS",
+    "TIMINGS",
+    "Arrival",
+    "ReplayConfig",
+    "ReplayObserver",
+    "ReplayScheduler",
+]
 
 Joins = Literal["recorded", "strict"]
 # lanes: N lanes each replay one tree at a time, recorded delays (the default).
@@ -33,6 +43,14 @@ Arrival = Literal["poisson", "constant", "gamma"]
 TIMINGS: tuple[Timing, ...] = get_args(Timing)
 ARRIVALS: tuple[Arrival, ...] = get_args(Arrival)
 _FORK = BranchMode.FORK  # enum member lookups are slow on hot paths
+# The smallest gamma shape: its scale 1 / (rate * shape) stays finite for every rate, and a
+# coefficient of variation of 10 is burstier than any arrival trace we know. Below ~1e-308
+# the scale overflows and the draws are NaN: a clock that never reaches the duration.
+MIN_BURSTINESS = 0.01
+# Rate timing: arrivals waiting for a slot under the concurrency cap. Past this many the run
+# is hopelessly overloaded and each further arrival is counted unstarted at once, so memory
+# stays bounded however long the run and however high the rate.
+MAX_WAITING_ARRIVALS = 100_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,8 +88,8 @@ class ReplayConfig:
             raise SpecError("timing 'rate' needs a rate (trees per second)")
         if self.arrival not in ARRIVALS:
             raise SpecError(f"arrival must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
-        if not self.burstiness > 0:
-            raise SpecError(f"burstiness must be > 0, got {self.burstiness}")
+        if not MIN_BURSTINESS <= self.burstiness < math.inf:
+            raise SpecError(f"burstiness must be >= {MIN_BURSTINESS}, got {self.burstiness}")
         if not 0.0 <= lo <= hi <= 1.0:
             raise SpecError(f"start window {lo}:{hi} is invalid: use LO:HI with 0 <= LO <= HI <= 1")
         if hi > 0 and self.timing in ("rate", "schedule"):
@@ -444,6 +462,10 @@ class ReplayScheduler:
 
     def _push_arrival(self, at_s: float, number: int) -> None:
         config = self.config
+        if not math.isfinite(at_s):
+            # A clock that left the reals never comes back: no more arrivals (a NaN due time
+            # would also poison the heap's order and every figure derived from it).
+            return
         if config.max_trees is not None and number >= config.max_trees:
             return
         if config.duration_s is not None and at_s >= config.duration_s:
@@ -461,8 +483,10 @@ class ReplayScheduler:
         self._push_arrival(at_s + self._interval_s(), number + 1)
         if not self._waiting and len(self._runs) < self.config.concurrency:
             self._start_arrival(number % len(self._trees), at_s, at_s)
-        else:
+        elif len(self._waiting) < MAX_WAITING_ARRIVALS:
             self._waiting.append((at_s, number))
+        else:
+            self.arrivals_unstarted += 1  # the queue of users is full: this one walks away
 
     def _interval_s(self) -> float:
         """The next inter-arrival gap: mean 1 / rate in every distribution."""

@@ -26,11 +26,16 @@ from runner.replay.summary import run_summary
 from runner.sim.blocks import BlockKeys
 from runner.trace.model import Tree
 
-__all__ = ["SimConfig", "SimResult", "simulate"]
+__all__ = ["STALL_EVENTS", "SimConfig", "SimResult", "simulate"]
 
 _NO_HEADERS: dict[str, str] = {}
 _STOP_CHECK_EVENTS: Final = 4096  # events between looks at the stop flag (cheap, but not free)
 _RECORD_BATCH: Final = 8192  # records handed to the sink at once between snapshots
+# A zero-latency cluster answers at the instant it is asked: a workload that never waits
+# (closed timing, zero recorded delays) then issues request after request without the clock
+# moving, and a duration is never reached. With no count to stop it, this many events at one
+# instant (a few seconds of wall time) end the run with a reason instead.
+STALL_EVENTS: Final = 50_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +58,7 @@ class SimResult:
     cluster: Cluster
     records: list[RequestRecord] | None = None
     cancelled: bool = False  # `stop` ended it before its own stop conditions
+    stopped_reason: str | None = None  # why it ended early besides a cancel (a stalled clock)
 
 
 def simulate(
@@ -91,12 +97,28 @@ def simulate(
     seq = 0
     now_s = 0.0
     next_snapshot_s = config.snapshot_interval_s if config.snapshot_interval_s > 0 else None
+    replay = config.replay
+    # Only a run without a count to end it can stall for ever.
+    watch_stall = replay.max_requests is None and replay.max_trees is None
+    stalled_reason: str | None = None
+    still_since = 0  # the event count when the clock last moved
+    clock_s = 0.0
     engine.start(0.0)
     while True:
         events += 1
-        if stop is not None and events % _STOP_CHECK_EVENTS == 0 and stop.is_set():
-            cancelled = True
-            break
+        if events % _STOP_CHECK_EVENTS == 0:
+            if stop is not None and stop.is_set():
+                cancelled = True
+                break
+            if now_s > clock_s:
+                clock_s, still_since = now_s, events
+            elif watch_stall and stalled_reason is None and events - still_since > STALL_EVENTS:
+                stalled_reason = (
+                    f"the simulated clock stood still at {now_s:.6g} s for {STALL_EVENTS:,} "
+                    "events: the cluster answers instantly (time_scale 0) and the workload "
+                    "never waits; use time_scale > 0, recorded delays, or max_requests"
+                )
+                engine.scheduler.stop(now_s)
         due = engine.next_due()
         end = done[0][0] if done else None
         if due is None and end is None:
@@ -136,7 +158,7 @@ def simulate(
         if pending:
             sink.records(pending)
         sink.snapshot(_snapshot(builder, cluster, now_s, wall_start, len(done), final=True))
-    return SimResult(summary, metrics, engine, cluster, records, cancelled)
+    return SimResult(summary, metrics, engine, cluster, records, cancelled, stalled_reason)
 
 
 def _submit(

@@ -19,79 +19,104 @@ import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from runner.limits import MAX_SYNTHETIC_BLOCKS
 from runner.trace.build import SessionDraft, assemble_trees, content_scope
 from runner.trace.model import Branch, BranchMode, Trace, TraceFormat, Tree, Turn
 from runner.trace.timing import with_nominal_times
 
 __all__ = ["SyntheticConfig", "generate_synthetic"]
 
+# Ranges are (lo, hi) pairs; each kind has its ceiling, so that no product of knobs can ask
+# for more than a worker holds (and the JSON Schema says so). Output and tool results are
+# per turn; contexts are capped by max_context_tokens besides.
+_Turns = Annotated[int, Field(ge=0, le=1_000)]
+_Fanout = Annotated[int, Field(ge=0, le=64)]
+_Tokens = Annotated[int, Field(ge=0, le=1_000_000)]
+_OutputTokens = Annotated[int, Field(ge=0, le=131_072)]
 _Range = tuple[int, int]
+_TOOL_RESULT_MAX_TOKENS = 32_000  # one tool result, as the generator clamps it
+_SIGMA_MAX = 4.0  # log-normal spread: exp(4 sigma) already spans nine orders of magnitude
 
 
 class SyntheticConfig(BaseModel):
     """Knobs of the synthetic agentic generator. Ranges are inclusive (lo, hi), drawn uniformly
     unless a median says otherwise; medians are of log-normal draws."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
     trees: int = Field(default=32, ge=1, le=100_000, description="agent trees to generate")
-    block_size: int = Field(default=64, gt=0, description="tokens per hash id")
+    block_size: int = Field(default=64, gt=0, le=65_536, description="tokens per hash id")
 
     # Main agent (the root session).
-    main_turns: _Range = Field(default=(20, 60), description="turns of the main chain")
-    main_system_tokens: _Range = Field(
+    main_turns: tuple[_Turns, _Turns] = Field(
+        default=(20, 60), description="turns of the main chain"
+    )
+    main_system_tokens: tuple[_Tokens, _Tokens] = Field(
         default=(14_000, 18_000), description="tools + system prompt before the first message"
     )
     common_prefix_tokens: int = Field(
         default=0,
         ge=0,
+        le=1_000_000,
         description="leading system tokens identical in every tree (one agent's tool "
         "definitions across users); visible only when replay markers are off",
     )
-    first_prompt_tokens: _Range = Field(default=(200, 2_000))
+    first_prompt_tokens: tuple[_Tokens, _Tokens] = Field(default=(200, 2_000))
     tool_result_median_tokens: int = Field(
-        default=2_000, ge=1, description="context growth per turn besides the previous reply"
+        default=2_000,
+        ge=1,
+        le=1_000_000,
+        description="context growth per turn besides the previous reply (one result is "
+        "clamped to 32,000 tokens)",
     )
-    tool_result_sigma: float = Field(default=1.0, ge=0)
+    tool_result_sigma: float = Field(default=1.0, ge=0, le=_SIGMA_MAX)
     max_context_tokens: int = Field(
-        default=160_000, ge=1, description="past this the agent compacts its context"
+        default=160_000,
+        ge=1,
+        le=10_000_000,
+        description="past this the agent compacts its context",
     )
     compacted_tokens: int = Field(
-        default=20_000, ge=0, description="summary that replaces the history on compaction"
+        default=20_000,
+        ge=0,
+        le=1_000_000,
+        description="summary that replaces the history on compaction",
     )
-    output_tokens: _Range = Field(default=(100, 1_000))
-    output_median_tokens: int = Field(default=300, ge=1)
+    output_tokens: tuple[_OutputTokens, _OutputTokens] = Field(default=(100, 1_000))
+    output_median_tokens: int = Field(default=300, ge=1, le=131_072)
     think_time_median_s: float = Field(
-        default=3.0, ge=0, description="end-to-start gap on the main chain"
+        default=3.0, ge=0, le=3_600, description="end-to-start gap on the main chain"
     )
-    think_time_sigma: float = Field(default=0.6, ge=0)
-    max_think_time_s: float = Field(default=30.0, ge=0)
+    think_time_sigma: float = Field(default=0.6, ge=0, le=_SIGMA_MAX)
+    max_think_time_s: float = Field(default=30.0, ge=0, le=86_400)
 
     # SPAWN subagents (Explore-style, fresh context).
     spawn_probability: float = Field(
         default=0.08, ge=0, le=1, description="chance a main-chain turn spawns a group"
     )
-    spawn_fanout: _Range = Field(default=(2, 4), description="subagents per spawn group")
-    subagent_turns: _Range = Field(default=(5, 25))
-    subagent_prefix_tokens: _Range = Field(
+    spawn_fanout: tuple[_Fanout, _Fanout] = Field(
+        default=(2, 4), description="subagents per spawn group"
+    )
+    subagent_turns: tuple[_Turns, _Turns] = Field(default=(5, 25))
+    subagent_prefix_tokens: tuple[_Tokens, _Tokens] = Field(
         default=(9_000, 11_000), description="system prefix shared by all subagents of a tree"
     )
-    subagent_task_tokens: _Range = Field(default=(100, 600))
-    subagent_tool_result_median_tokens: int = Field(default=2_500, ge=1)
-    subagent_think_time_median_s: float = Field(default=2.0, ge=0)
-    subagent_type: str = "Explore"
+    subagent_task_tokens: tuple[_Tokens, _Tokens] = Field(default=(100, 600))
+    subagent_tool_result_median_tokens: int = Field(default=2_500, ge=1, le=1_000_000)
+    subagent_think_time_median_s: float = Field(default=2.0, ge=0, le=3_600)
+    subagent_type: str = Field(default="Explore", max_length=200)
 
     # FORK children (inherit the parent's context).
     fork_probability: float = Field(
         default=0.03, ge=0, le=1, description="chance a main-chain turn forks a child"
     )
-    fork_turns: _Range = Field(default=(1, 4))
-    fork_prompt_tokens: _Range = Field(default=(50, 500))
+    fork_turns: tuple[_Turns, _Turns] = Field(default=(1, 4))
+    fork_prompt_tokens: tuple[_Tokens, _Tokens] = Field(default=(50, 500))
 
     # Shape.
     max_depth: int = Field(default=2, ge=0, le=16, description="0: roots only")
@@ -119,7 +144,64 @@ class SyntheticConfig(BaseModel):
             raise ValueError("output_tokens must start at 1 or more")
         if self.common_prefix_tokens > self.main_system_tokens[0]:
             raise ValueError("common_prefix_tokens cannot exceed main_system_tokens")
+        requests, blocks = self.estimated_size()
+        if requests * blocks > MAX_SYNTHETIC_BLOCKS:
+            per_tree = requests / self.trees
+            # Short enough for one line of a form (messages are cut at 200 characters).
+            raise ValueError(
+                f"about {requests * blocks:,.0f} prompt blocks = {self.trees} trees x "
+                f"~{per_tree:,.0f} requests x ~{blocks:,.0f} blocks, over "
+                f"{MAX_SYNTHETIC_BLOCKS:,} (AIPERF_MAX_SYNTHETIC_BLOCKS): fewer trees, turns "
+                "or subagents"
+            )
         return self
+
+    def estimated_size(self) -> tuple[float, float]:
+        """(requests, prompt blocks per request) the generator is expected to produce, from
+        the knobs alone, before generating: the mean turns of each session kind, the expected
+        children per turn down to max_depth, and the main chain's mean context (capped by
+        compaction). Errs high (by 1.5-3x against generated traces), never low by much."""
+
+        def mean(bounds: _Range) -> float:
+            return (bounds[0] + bounds[1]) / 2
+
+        turns = {
+            "main": mean(self.main_turns),
+            "subagent": mean(self.subagent_turns),
+            "fork": mean(self.fork_turns),
+        }
+
+        def requests(kind: str, depth: int) -> float:
+            if depth >= self.max_depth:
+                return turns[kind]
+            odds = 1.0 if depth == 0 else self.child_branch_factor
+            children = self.spawn_probability * mean(self.spawn_fanout) * requests(
+                "subagent", depth + 1
+            ) + self.fork_probability * requests("fork", depth + 1)
+            return turns[kind] * (1.0 + odds * children)
+
+        spread = math.exp(self.tool_result_sigma**2 / 2)  # a log-normal's mean over its median
+        lo, hi = self.output_tokens
+        output = max(lo, min(hi, self.output_median_tokens))
+
+        def context(start: float, turns: float, tool_median: int) -> float:
+            # Mean over a session of a context growing turn by turn until compaction (which
+            # never takes it below its start: the system prompt stays).
+            growth = min(_TOOL_RESULT_MAX_TOKENS, tool_median * spread) + output
+            return min(max(self.max_context_tokens, start), start + (turns - 1) / 2 * growth)
+
+        main = context(
+            mean(self.main_system_tokens) + mean(self.first_prompt_tokens),
+            turns["main"],
+            self.tool_result_median_tokens,
+        )
+        subagent = context(
+            mean(self.subagent_prefix_tokens) + mean(self.subagent_task_tokens),
+            turns["subagent"],
+            self.subagent_tool_result_median_tokens,
+        )
+        blocks = max(main, subagent) / self.block_size
+        return self.trees * requests("main", 0), max(1.0, blocks)
 
 
 @dataclass(slots=True)
