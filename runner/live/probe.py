@@ -13,8 +13,8 @@ silently do nothing. So:
   ignores `session_control` altogether (not Dynamo, or its nvext disabled);
 - header affinity is on when requests carrying one session id keep landing on the worker the
   first one bound, even when the prefix cache pulls their prompt to another worker (found by
-  sending a prompt without a session first, until the router follows it); the serving worker
-  comes from
+  sending a prompt without a session first), while the same prompts without the session go
+  elsewhere; the serving worker comes from
   `nvext.extra_fields: ["worker_id"]`.
 
 Nothing here binds a real key for long: probe ids are random and used for a handful of
@@ -46,9 +46,9 @@ _UNKNOWN_ACTION = "aiperf-probe"  # a session_control action no server knows
 _MESSAGE_LIMIT = 4000  # a server message is shown whole, within reason
 _PROBE_WORDS = 240  # long enough to fill several KV blocks, so the prefix cache has a pull
 _PLACEMENT_TRIES = 4  # prompts sent without a session to find one cached off the bound worker
-_PINNED_REQUESTS = 3  # requests under the bound id that must all stay on its worker
-_PULL_TRIES = 6  # requests without a session waiting for the router to follow the cache
-_PULL_WAIT_S = 0.2
+_PINNED_REQUESTS = 4  # requests under the bound id that must all stay on its worker
+_ROUNDS = 2  # a round without contrast is tried again once
+_ROUND_WAIT_S = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -245,33 +245,43 @@ async def _generation(client: InferenceClient, model: str) -> tuple[Generation |
 
 
 async def _header_affinity(client: InferenceClient, model: str) -> bool | None:
-    """True when one session id keeps its first worker against the prefix cache's pull."""
+    """True when one session id keeps its first worker against the prefix cache's pull, while
+    the same prompts without the session go elsewhere. A round without that contrast (the
+    router learns the cache from KV events a little later) is tried once more."""
+    for attempt in range(_ROUNDS):
+        if attempt:
+            await asyncio.sleep(_ROUND_WAIT_S)
+        verdict = await _header_affinity_round(client, model)
+        if verdict is not None:
+            return verdict
+    return None
+
+
+async def _header_affinity_round(client: InferenceClient, model: str) -> bool | None:
     session = {SESSION_HEADER: _probe_id()}
     bound = await _served_by(client, model, _prompt(), session)
     if bound is None:
         return None  # no worker ids: placement cannot be seen
-    elsewhere: tuple[str, str] | None = None
+    elsewhere: str | None = None
     for _ in range(_PLACEMENT_TRIES):
         prompt = _prompt()
         served = await _served_by(client, model, prompt, None)
         if served is not None and served != bound:
-            elsewhere = prompt, served  # now cached on another worker
+            elsewhere = prompt  # now cached on another worker: the cache pulls toward it
             break
     if elsewhere is None:
         return None  # every request went to one worker: nothing can tell affinity apart
-    prompt, other = elsewhere
-    # The router learns what a worker caches from its KV events, a little later: wait until a
-    # request without a session follows the cached prompt, so the pull is there to resist.
-    for attempt in range(_PULL_TRIES):
-        if await _served_by(client, model, f"{prompt} again {attempt}", None) == other:
-            break
-        await asyncio.sleep(_PULL_WAIT_S)
-    else:
-        return None  # the router does not follow the cache: no pull to measure against
+    # Each group in a row, never interleaved: a round-robin router alternating between two
+    # workers would otherwise put every pinned request on the bound worker by turn alone.
     for i in range(_PINNED_REQUESTS):
-        served = await _served_by(client, model, f"{prompt} and {i}", session)
-        if served != bound:
+        if await _served_by(client, model, f"{elsewhere} and {i}", session) != bound:
             return False
+    free = [
+        await _served_by(client, model, f"{elsewhere} or {i}", None)
+        for i in range(_PINNED_REQUESTS)
+    ]
+    if all(served == bound for served in free):
+        return None  # without the session they stayed too: no evidence either way
     return True
 
 
