@@ -8,6 +8,7 @@ import io
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from django.core.management import call_command
@@ -17,7 +18,8 @@ import runner
 from aiperf_web.core.services import demo_bootstrap
 from aiperf_web.endpoints.services import endpoint_create
 from aiperf_web.runs.models import Run, RunRecord, RunSample
-from tests.web.conftest import World
+from tests.fixtures import CLAUDE_CODE_SUBAGENTS
+from tests.web.conftest import World, samples_dir_with
 
 # The summary keys of docs/product.md §6 (tests/runner/cli restates the contract itself).
 SUMMARY_KEYS = {*runner.SUMMARY_KEYS, *runner.LATENCY_KEYS}
@@ -45,8 +47,13 @@ def _final(
 
 
 def test_a_script_runs_the_demo_on_the_builtin_mock_through_the_api(
-    live_world: World, mock_url: str, wait_for: Callable[..., Any]
+    live_world: World, mock_url: str, wait_for: Callable[..., Any], settings: Any, tmp_path: Path
 ) -> None:
+    # The demo's Claude Code session is the project's fixture here, on every machine: what
+    # the demo replays must not depend on whether the public samples are beside the checkout.
+    settings.AIPERF_SAMPLES_DIR = samples_dir_with(
+        tmp_path, key="claude-code-subagents", source=CLAUDE_CODE_SUBAGENTS
+    )
     demo_bootstrap(mock_url=mock_url)
     out = io.StringIO()
     call_command("create_api_token", "admin", stdout=out)
