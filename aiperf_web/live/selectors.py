@@ -5,6 +5,7 @@ The history a page (or a reconnecting socket) receives is made of *slim* samples
 without the parts only the latest one needs (migration pairs, inference workers, engine state,
 per-worker in-flight and sticky counts) and with only the latency points the previous sample
 did not carry; the server-metrics view rides only on the sample that first holds a scrape.
+Placement (six counts) stays in every slim sample: its shares are charted over time.
 The latest snapshot travels whole. A long run is thinned to at most `max_points` samples
 (every n-th, the last always kept), so an hour at one snapshot a second opens in one message;
 a short gap after a reconnect is always sent sample by sample.

@@ -22,6 +22,7 @@ from aiperf_web.core.errors import Invalid
 from aiperf_web.live.selectors import History, run_history, run_leak_points
 from aiperf_web.reports.leaks import LeakVerdict, leak_assess, leak_flag
 from aiperf_web.reports.models import RunTrees
+from aiperf_web.reports.placement import placement_ratios
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunRecord, RunSample, Status
 from aiperf_web.teams.selectors import AnyUser, team_ids_for
@@ -58,6 +59,19 @@ KEY_METRICS: tuple[Metric, ...] = (
     Metric("errors", "Errors", "", "lower", 0.0, 0.5),
     Metric("requests", "Requests", "", "none"),
 )
+# Where the server put the trees: rows of the comparison (conversation vs lineage shows here),
+# not checks of the verdict, whose gate a new figure must not tighten behind a user's back.
+# Percentages are of the run's own trees and requests: runs of different lengths compare.
+PLACEMENT_METRICS: tuple[Metric, ...] = (
+    Metric("placement.trees_split", "Trees split across inference workers", "trees", "lower",
+           0.0, 0.5),
+    Metric("placement.trees_split_pct", "Trees split across inference workers", "% of trees",
+           "lower", 0.0, 1.0),
+    Metric("placement.child_requests_on_root_worker_pct", "Child requests on their root's worker",
+           "% of child requests", "higher", 0.0, 1.0),
+    Metric("placement.key_misses", "Requests off their affinity key's worker (key misses)",
+           "requests", "lower", 0.0, 0.5),
+)  # fmt: skip
 # The trend charts of the scenario history page.
 TREND_KEYS = (
     "ttft_ms.p99",
@@ -69,6 +83,10 @@ TREND_KEYS = (
 
 
 def summary_value(summary: Mapping[str, Any] | None, key: str) -> float | None:
+    head, _, name = key.partition(".")
+    if head == "placement" and name.endswith("_pct"):
+        placement = (summary or {}).get("placement")
+        return placement_ratios(placement if isinstance(placement, Mapping) else None).get(name)
     value: Any = summary or {}
     for part in key.split("."):
         if not isinstance(value, Mapping):
@@ -371,15 +389,19 @@ def runs_compare(*, user: AnyUser, run_ids: Sequence[str]) -> Compared:
     runs = [run_sel.run_get(user=user, run_id=i) for i in ids]
     reference = runs[0]
     metrics = []
-    for m in KEY_METRICS:
+    for m in (*KEY_METRICS, *PLACEMENT_METRICS):
         base = summary_value(reference.summary, m.key)
         cells = []
         for r in runs:
             check = metric_check(m, summary_value(r.summary, m.key), base)
             cells.append(check)
         metrics.append(
-            {"key": m.key, "label": m.label, "unit": m.unit, "better": m.better, "cells": cells}
-        )
+            {
+                "key": m.key, "label": m.label, "unit": m.unit, "better": m.better, "cells": cells,
+                # A change of a percentage reads in points: 9.4 % -> 0 % is -9.4, not -100 %.
+                "points": m.unit.startswith("%"),
+            }
+        )  # fmt: skip
     series = []
     leaks = []
     for r in runs:

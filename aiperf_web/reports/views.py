@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
 from aiperf_web.core.errors import Invalid, NotFound
@@ -24,6 +25,7 @@ from aiperf_web.reports import selectors, services
 from aiperf_web.reports.forms import ABForm
 from aiperf_web.reports.leaks import leak_brief
 from aiperf_web.reports.models import ABPair
+from aiperf_web.reports.placement import LABELS, NOT_REPORTED, placement_card
 from aiperf_web.reports.server_metrics import run_server_metrics
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import FINAL, Run
@@ -43,6 +45,10 @@ def run_page_context(*, run_obj: Run) -> dict[str, Any]:
     history["leak"] = leak_brief(report["leak"])
     drain = report["drain"]
     last_log = run_obj.log_lines.order_by("-id").values_list("id", flat=True).first()
+    summary = run_obj.summary or {}
+    latest_sample = report["history"]["latest"]
+    latest = latest_sample["data"] if latest_sample else None
+    worker_ids = summary.get("inference_worker_ids")
     page_data = {
         "run_id": str(run_obj.uuid),
         "status": run_obj.status,
@@ -52,6 +58,8 @@ def run_page_context(*, run_obj: Run) -> dict[str, Any]:
         "by_branch_mode": report["by_branch_mode"],
         "trees_url": f"/reports/runs/{run_obj.uuid}/trees.json" if run_obj.summary else None,
         "last_log_id": last_log or 0,
+        # index -> the server's worker id (Dynamo's 64-bit instance ids), when renumbered.
+        "inference_worker_ids": worker_ids if isinstance(worker_ids, dict) else {},
     }
     return {
         "report": report,
@@ -63,7 +71,15 @@ def run_page_context(*, run_obj: Run) -> dict[str, Any]:
         "baseline": report["baseline"],
         "page_data": page_data,
         "server_metrics": run_server_metrics(run_obj=run_obj),
+        "placement": placement_card(summary=run_obj.summary, latest=latest, spec=run_obj.spec),
+        "placement_not_reported": NOT_REPORTED,
     }
+
+
+def figure_rows(rows: list[tuple[str, Any]]) -> list[tuple[str, str, Any]]:
+    """Summary rows for the "All figures" table: key, a readable name where one is known
+    (the placement figures), value."""
+    return [(key, LABELS.get(key, ""), value) for key, value in rows]
 
 
 @page
@@ -115,11 +131,13 @@ def run_export_html(request: HttpRequest, run_id: str) -> HttpResponse:
             **context,
             "run": run_obj,
             "summary_main": [(k, v) for k, v in summary_rows if k in SUMMARY_KEYS],
-            "summary_more": [
-                (k, v)
-                for k, v in summary_rows
-                if k not in SUMMARY_KEYS and not k.startswith("server_metrics.")
-            ],
+            "summary_more": figure_rows(
+                [
+                    (k, v)
+                    for k, v in summary_rows
+                    if k not in SUMMARY_KEYS and not k.startswith("server_metrics.")
+                ]
+            ),
             "plotly_js": mark_safe(_script_safe(_plotly_js())),
             "charts_js": mark_safe(_script_safe(_module_source("charts.js"))),
             "css": mark_safe(
@@ -181,10 +199,22 @@ def compare(request: HttpRequest) -> HttpResponse:
                     runs,
                     compared["leaks"],
                     [_run_label(r, i) for i, r in enumerate(runs)],
+                    # Column heads may break after "/" (a phone keeps both runs in view).
+                    [
+                        mark_safe(escape(_run_label(r, i)).replace("/", "/<wbr>"))
+                        for i, r in enumerate(runs)
+                    ],
                     strict=True,
                 )
             ),
             "metrics": compared["metrics"],
+            # Runs whose server named no serving worker: their placement cells are blank.
+            "placement_missing": ", ".join(
+                _run_label(r, i).split(":")[0]
+                for i, r in enumerate(runs)
+                if r.summary and "placement" in r.summary and r.summary["placement"] is None
+            ),
+            "not_reported": NOT_REPORTED,
             "pair": pair,
             "page_data": data,
         },

@@ -17,6 +17,7 @@ from django.utils import timezone
 from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.core.tags import tag_filter_value
+from aiperf_web.reports.placement import placement_rows
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
 from aiperf_web.teams.selectors import AnyUser, team_ids_for
 from runner import LATENCY_KEYS, SUMMARY_KEYS
@@ -126,7 +127,8 @@ def run_records_jsonl(
 
 
 def summary_flat(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
-    """The summary as (key, value) rows, latency percentiles spelled `ttft_ms.p50`."""
+    """The summary as (key, value) rows, latency percentiles spelled `ttft_ms.p50`; the
+    placement counts each followed by its percentage (`placement.trees_split_pct`)."""
     if not summary:
         return []
     rows: list[tuple[str, Any]] = []
@@ -136,7 +138,9 @@ def summary_flat(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:
             continue
         seen.add(key)
         value = summary[key]
-        if isinstance(value, dict):
+        if key == "placement" and isinstance(value, dict):
+            rows.extend(placement_rows(value))
+        elif isinstance(value, dict):
             for sub, inner in value.items():
                 rows.append(
                     (

@@ -17,7 +17,7 @@ from aiperf_web.core.forms import add_service_errors, spec_values
 from aiperf_web.core.streaming import stream_response
 from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
-from aiperf_web.reports.views import run_page_context
+from aiperf_web.reports.views import figure_rows, run_page_context
 from aiperf_web.runs import selectors, services
 from aiperf_web.runs.forms import LaunchForm, RunFilterForm, RunMetaForm
 from aiperf_web.scenarios.selectors import scenario_list
@@ -130,14 +130,16 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             "latest": latest.data if latest else None,
             "summary_main": [(k, v) for k, v in summary_rows if k in SUMMARY_KEYS],
             "latency": _latency_table(run_obj.summary),
-            "summary_more": [
-                (k, v)
-                for k, v in summary_rows
-                if k not in SUMMARY_KEYS
-                and k.split(".")[0] not in LATENCY_KEYS
-                # Shown in its own card (its series would be a wall of numbers here).
-                and not k.startswith("server_metrics.")
-            ],
+            "summary_more": figure_rows(
+                [
+                    (k, v)
+                    for k, v in summary_rows
+                    if k not in SUMMARY_KEYS
+                    and k.split(".")[0] not in LATENCY_KEYS
+                    # Shown in its own card (its series would be a wall of numbers here).
+                    and not k.startswith("server_metrics.")
+                ]
+            ),
             "log": selectors.run_log_tail(run_obj=run_obj),
             "meta": meta,
             "spec_json": json.dumps(run_obj.spec, indent=2),

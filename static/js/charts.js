@@ -32,6 +32,15 @@ function shortId(id) {
   return s.length > 8 ? `…${s.slice(-6)}` : s;
 }
 
+// An inference worker as the server names it: records use small indices, and a server with
+// long instance ids has them in the summary's inference_worker_ids ({"0": "1767…"}).
+export function inferenceName(index, ids) {
+  const id = ids && ids[String(index)];
+  return id === undefined ? { short: `w${index}`, full: `worker ${index}` } : { short: shortId(id), full: `worker ${id}` };
+}
+
+const percent = (part, whole) => (typeof part === "number" && whole > 0 ? (100 * part) / whole : null);
+
 export function workerColor(i) {
   if (i < PALETTE.length) return PALETTE[i];
   return `hsl(${(i * 137.508) % 360}, 62%, ${i % 2 ? 42 : 55}%)`;
@@ -121,7 +130,7 @@ class Chart {
 }
 
 export class RunView {
-  // root: the page element; opts: {workers, inferenceWorkers, intervalS}
+  // root: the page element; opts: {intervalS, workerIds (index -> the server's worker id)}
   constructor(root, opts = {}) {
     this.root = root;
     this.$ = (sel) => root.querySelector(sel);
@@ -129,6 +138,7 @@ export class RunView {
     this.lastPointT = -Infinity;
     this.prevPointT = null;
     this.intervalS = opts.intervalS || 1.0;
+    this.workerIds = opts.workerIds || {};
     this.workers = 0;
     this.categories = [];
     this.latest = null;
@@ -198,6 +208,17 @@ export class RunView {
       { name: "early closes", x: [], y: [], mode: "lines", line: { color: "#d93025", width: 2.5 } },
       { name: "keys bound", x: [], y: [], mode: "lines", line: { color: "#9334e6", dash: "dot" } },
     ], layout("Affinity events (cumulative)", "events"));
+    // Placement as shares (runs of any length compare): lineage holds 0 % split, 100 % on root.
+    const share = (name, color, dash) => ({ name, x: [], y: [], mode: "lines", line: { color, width: 2, dash },
+      hovertemplate: `${name}: %{y:.1f} %<extra></extra>` });
+    c.placement = new Chart(el("chart-placement"), [
+      share("trees split", "#d93025"),
+      share("child requests on root's worker", "#1e8e3e"),
+      share("key misses", "#9334e6", "dot"),
+    ], layout("Placement over the run (cumulative shares)", "share", {
+      yaxis: { title: { text: "share" }, range: [0, 105], zeroline: false, ticksuffix: " %", ticklabeloverflow: "allow" },
+      hovermode: "x unified", legend: { orientation: "h", y: -0.12, yanchor: "top", font: { size: 11 } },
+    }));
     c.migrations = new Chart(el("chart-migration-total"), [
       { name: "worker switches", x: [], y: [], mode: "lines", line: { color: "#e8710a", width: 2 } },
       { name: "sessions on >1 worker", x: [], y: [], mode: "lines", line: { color: "#9334e6" } },
@@ -332,6 +353,11 @@ export class RunView {
     if (a) c.affinity.add([0, 1, 2, 3], [[t], [t], [t], [t]], [[a.binds], [a.closes], [a.early_closes], [a.keys_bound]]);
     const r = d.routing;
     if (r) c.migrations.add([0, 1], [[t], [t]], [[r.worker_switches], [r.sessions_multi_worker]]);
+    const pl = d.placement;
+    if (pl && pl.trees) {
+      c.placement.add([0, 1, 2], [[t], [t], [t]], [[percent(pl.trees_split, pl.trees)],
+        [percent(pl.child_requests_on_root_worker, pl.child_requests)], [percent(pl.key_misses, pl.keyed_requests)]]);
+    }
     this.drawnSeqs.push(sample.seq);
     return true;
   }
@@ -480,7 +506,8 @@ export class RunView {
       // Latency and throughput move every second; cumulative counters and, at many workers,
       // the per-worker lines (dozens of traces each) redraw less often.
       const gap = { copies: SLOW_REDRAW_MS, orphans: SLOW_REDRAW_MS, bytes: SLOW_REDRAW_MS,
-        errors: COUNTER_REDRAW_MS, affinity: COUNTER_REDRAW_MS, migrations: COUNTER_REDRAW_MS }[name] || 0;
+        errors: COUNTER_REDRAW_MS, affinity: COUNTER_REDRAW_MS, migrations: COUNTER_REDRAW_MS,
+        placement: COUNTER_REDRAW_MS }[name] || 0;
       jobs[name] = {
         dirty: () => !!chart.pending,
         visible: inView(chart.el),
@@ -514,6 +541,7 @@ export class RunView {
     const set = (sel, v) => { const e = this.$(sel); if (e) e.textContent = fmt(v, 0); };
     set("#aff-binds", a.binds); set("#aff-closes", a.closes); set("#aff-early", a.early_closes); set("#aff-bound", a.keys_bound);
     set("#migrations-total", d.migrations_total);
+    this.drawPlacement(d);
     const early = this.$("#aff-early");
     if (early) early.classList.toggle("bad", (a.early_closes || 0) > 0);
     this.panelDirty.workers = true;
@@ -522,6 +550,43 @@ export class RunView {
     if (d.migrations_total !== this.heatmapTotal || !this.heatmapDrawn) {
       this.heatmapTotal = d.migrations_total;
       this.panelDirty.heatmap = true;
+    }
+  }
+
+  // The Placement card: the latest figures, or why there are none. A snapshot without the key
+  // (a run stored before placement was reported) leaves what the server rendered.
+  drawPlacement(d) {
+    const box = this.$("#placement");
+    if (!box || !("placement" in d)) return;
+    const p = d.placement;
+    const note = this.$("#placement-note"), body = this.$("#placement-body");
+    // Null until a serving worker is reported: "not yet" before any answer, "not reported" after.
+    const state = p ? "reported" : (d.requests || 0) > 0 ? "not-reported" : "waiting";
+    if (box.dataset.state !== state) {
+      box.dataset.state = state;
+      if (note) {
+        note.hidden = state === "reported";
+        if (state !== "reported") note.textContent = state === "waiting" ? note.dataset.waiting : note.dataset.missing;
+      }
+      if (body) body.hidden = state !== "reported";
+      // Plotted while hidden (a live run before its first answer): it takes its width now.
+      const chart = this.charts.placement;
+      if (state === "reported" && chart && chart.ready) window.Plotly.Plots.resize(chart.el);
+    }
+    if (!p) return;
+    const values = {
+      ...p,
+      trees_split_pct: percent(p.trees_split, p.trees),
+      child_requests_on_root_worker_pct: percent(p.child_requests_on_root_worker, p.child_requests),
+      key_misses_pct: percent(p.key_misses, p.keyed_requests),
+    };
+    for (const e of box.querySelectorAll("[data-pl]")) {
+      const v = values[e.dataset.pl];
+      const text = e.dataset.pl.endsWith("_pct") ? fmt(v === null ? null : Math.round(10 * v) / 10, 1) : fmt(v, 0);
+      if (e.textContent !== text) e.textContent = text;
+      if (e.dataset.expect !== undefined) {
+        e.classList.toggle("bad", typeof v === "number" && Math.abs(v - Number(e.dataset.expect)) > 1e-9);
+      }
     }
   }
 
@@ -634,17 +699,29 @@ export class RunView {
     if (note) note.hidden = reported;
     this.inferenceEl.hidden = !reported;
     if (!reported) return;
-    const x = inf.ids.map((i) => `w${i}`);
+    // The server's own worker ids (shortened; whole on hover) when it named them.
+    const names = inf.ids.map((i) => inferenceName(i, this.workerIds));
+    const x = names.map((n) => n.short);
     const traces = [
-      { type: "bar", name: "requests", x, y: inf.requests, marker: { color: "#2458d6" } },
+      { type: "bar", name: "requests", x, y: inf.requests, marker: { color: "#2458d6" },
+        customdata: names.map((n) => n.full), hovertemplate: "%{customdata}: %{y} requests<extra></extra>" },
       { type: "scatter", mode: "markers+lines", name: "cached-token ratio", x, y: inf.cached_token_ratio,
         yaxis: "y2", marker: { color: "#1e8e3e" }, line: { width: 1 } },
     ];
     if (inf.bound_keys) traces.push({ type: "bar", name: "bound keys", x, y: inf.bound_keys, marker: { color: "#9334e6" } });
-    window.Plotly.react(this.inferenceEl, traces, layout("Inference workers", "requests / keys", {
-      barmode: "group", xaxis: { title: { text: "inference worker" }, ticklabeloverflow: "allow" },
-      yaxis2: { title: { text: "cached-token ratio" }, overlaying: "y", side: "right", range: [0, 1], showgrid: false },
-      margin: { l: 56, r: 56, t: 36, b: 40 }, hovermode: "x unified",
+    // The x axis is named in the title (an axis title would sit on the legend); long server
+    // ids are shown by their tail, level, so they never tilt into the legend.
+    // Too narrow for them side by side (a phone): upright, with the legend at the very bottom.
+    const named = Object.keys(this.workerIds).length > 0;
+    const upright = named && this.inferenceEl.clientWidth / Math.max(1, x.length) < 64;
+    const title = named ? "Inference workers (x = server id, last digits)" : "Inference workers (x = worker)";
+    window.Plotly.react(this.inferenceEl, traces, layout(title, "requests / keys", {
+      barmode: "group",
+      xaxis: { type: "category", tickangle: upright ? -90 : 0, tickfont: { size: named ? 10 : 12 }, ticklabeloverflow: "allow" },
+      yaxis2: { title: { text: "cached tokens, % of prompt" }, overlaying: "y", side: "right", range: [0, 1], showgrid: false,
+        tickmode: "linear", dtick: 0.25, tickformat: ".0%" },
+      margin: { l: 56, r: 56, t: 36, b: upright ? 84 : 30 }, hovermode: "x unified",
+      ...(upright ? { height: 320, legend: { orientation: "h", x: 0, y: 0, yanchor: "bottom", yref: "container", font: { size: 11 } } } : {}),
     }), CONFIG);
   }
 
@@ -706,7 +783,8 @@ export function drawSlices(el, slices, title, order) {
   window.Plotly.newPlot(el, traces, lay, CONFIG);
 }
 
-export function drawTrees(container, data, mode) {
+// ids: index -> the server's inference worker id (the summary's inference_worker_ids), if any.
+export function drawTrees(container, data, mode, ids = {}) {
   if (!container) return;
   container.innerHTML = "";
   const trees = (data && data.trees) || [];
@@ -744,10 +822,11 @@ export function drawTrees(container, data, mode) {
       const workers = [...new Set(n.client_workers)].join("→");
       const hit = n.first_prompt_tokens ? `${n.first_cached_tokens ?? "?"}/${n.first_prompt_tokens} cached` : "no usage";
       return `<b>${short(n.id)}</b> (${n.branch_mode}, depth ${n.depth})<br>${n.turns} turns on client worker ${workers}` +
-        `${n.bounced ? ` — <b>bounced</b>, ${n.switches} switches` : ""}<br>first turn: inference worker ${n.inference_worker ?? "?"}, ${hit}`;
+        `${n.bounced ? ` — <b>bounced</b>, ${n.switches} switches` : ""}<br>first turn: ${n.inference_worker === null ? "inference worker ?" : `inference ${inferenceName(n.inference_worker, ids).full}`}, ${hit}`;
     });
     const labels = nodes.map((n) => (mode === "inference"
-      ? (n.inference_worker === null ? "" : `i${n.inference_worker}`)
+      ? (n.inference_worker === null ? "" : (ids[String(n.inference_worker)] === undefined ? `i${n.inference_worker}`
+        : inferenceName(n.inference_worker, ids).short))
       : (n.bounced ? [...new Set(n.client_workers)].join("→") : n.client_workers.length ? `c${n.client_workers[0]}` : "")));
     const height = Math.max(160, 28 * (Math.max(...nodes.map((n) => n.y)) + 1) + 70);
     window.Plotly.newPlot(box, [
@@ -766,7 +845,7 @@ export function drawTrees(container, data, mode) {
 
 // The run page without the socket: history + latest from the page's data (report, export).
 export function drawRunPage(root, page) {
-  const view = new RunView(root, { intervalS: page.interval_s });
+  const view = new RunView(root, { intervalS: page.interval_s, workerIds: page.inference_worker_ids });
   view.loadHistory(page.history);
   view.draw(true);
   drawSlices(root.querySelector("#chart-depth"), page.by_depth || {}, "Latency by tree depth", ["0", "1", "2", "3+"]);

@@ -7,7 +7,7 @@ import { connectRun, showState } from "./live.js";
 const FINAL = new Set(["succeeded", "failed", "cancelled"]);
 const page = JSON.parse(document.getElementById("run-data").textContent);
 const root = document.getElementById("run");
-const view = new RunView(root, { intervalS: page.interval_s });
+const view = new RunView(root, { intervalS: page.interval_s, workerIds: page.inference_worker_ids });
 
 // Instrumentation read by the browser tests and the live benchmark: when each seq was drawn
 // (wall clock, ms) and the main-thread time each draw took.
@@ -105,7 +105,7 @@ const treesBox = document.getElementById("trees");
 if (treesBox && page.trees_url) {
   let trees = null;
   let mode = "client";
-  const redraw = () => drawTrees(treesBox, trees, mode);
+  const redraw = () => drawTrees(treesBox, trees, mode, page.inference_worker_ids || {});
   fetch(page.trees_url, { credentials: "same-origin" })
     .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`HTTP ${r.status}`))))
     .then((data) => {
