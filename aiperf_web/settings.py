@@ -291,6 +291,10 @@ AIPERF_EMBEDDED_WORKERS = env_int("AIPERF_EMBEDDED_WORKERS", 2)
 AIPERF_RECORD_BATCH = env_int("AIPERF_RECORD_BATCH", 5000)
 # A running run whose worker has not written a heartbeat for this long is marked failed.
 AIPERF_STALE_RUN_S = env_int("AIPERF_STALE_RUN_S", 30)
+# Per team: runs waiting in the queue (a launch over it is refused, 429) and runs executing at
+# once (a worker passes over a team at its cap and claims another team's run instead).
+AIPERF_TEAM_MAX_QUEUED = env_int("AIPERF_TEAM_MAX_QUEUED", 20)
+AIPERF_TEAM_MAX_RUNNING = env_int("AIPERF_TEAM_MAX_RUNNING", 4)
 # When set, /metrics answers only `Authorization: Bearer <this>` (a scraper's credentials).
 AIPERF_METRICS_TOKEN = env_str("AIPERF_METRICS_TOKEN")
 

@@ -4,6 +4,7 @@ The public face; everything outside `runner/` (the web service, scripts) imports
 names (a test enforces it):
 
     RunSpec, parse_spec            one run, validated once (workload, timing, routing, target)
+    MAX_DURATION_S                 the longest run a spec accepts (AIPERF_MAX_DURATION_S)
     EndpointTarget, SimulatedTarget, Workload, SyntheticConfig
     run(spec, *, traces, sink, stop) -> RunResult      either clock, blocking
     run_async(...)                                      the same inside an event loop
@@ -19,6 +20,7 @@ when its command runs.
 
 from runner.client import EndpointError, EndpointInfo
 from runner.errors import BadInput, RunnerError, SpecError, TraceError
+from runner.limits import MAX_DURATION_S
 from runner.live.probe import AffinityDetection
 from runner.metrics.records import ERROR_CATEGORIES, ErrorCategory
 from runner.output import (
@@ -50,6 +52,7 @@ __all__ = [
     "ERROR_CATEGORIES",
     "FILE_FORMATS",
     "LATENCY_KEYS",
+    "MAX_DURATION_S",
     "SUMMARY_KEYS",
     "AffinityDetection",
     "BadInput",

@@ -1,8 +1,8 @@
 """The JSON API under /api/v1/ (bearer tokens; OpenAPI at /api/v1/openapi.json).
 
 Thin: parse (ninja validates bodies into the schemas), call a selector or service, shape the
-answer. Service errors map to 404 / 403 / 422 JSON bodies naming the field; unknown and other
-teams' ids are 404 alike.
+answer. Service errors map to 404 / 403 / 422 (429 over a team's cap) JSON bodies naming the
+field; unknown and other teams' ids are 404 alike.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from aiperf_web.api import schemas as s
 from aiperf_web.api.schemas import Text
-from aiperf_web.core.errors import Forbidden, Invalid, NotFound
+from aiperf_web.core.errors import Forbidden, Invalid, NotFound, TooMany
 from aiperf_web.core.streaming import stream_response
 from aiperf_web.endpoints import selectors as endpoint_sel
 from aiperf_web.endpoints import services as endpoint_svc
@@ -89,6 +89,12 @@ def _forbidden(request: HttpRequest, exc: Forbidden) -> HttpResponse:
 @api.exception_handler(Invalid)
 def _invalid(request: HttpRequest, exc: Invalid) -> HttpResponse:
     return _error(request, 422, str(exc), exc.fields)
+
+
+@api.exception_handler(TooMany)
+def _too_many(request: HttpRequest, exc: TooMany) -> HttpResponse:
+    # A quota, not bad input: the same request succeeds once runs have started or ended.
+    return _error(request, 429, str(exc), exc.fields)
 
 
 @api.exception_handler(NinjaValidationError)

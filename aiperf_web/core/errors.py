@@ -5,6 +5,7 @@ ServiceError
 │                an outsider must not learn that the id exists)
 ├── Forbidden    a member of the team whose role does not allow the action
 └── Invalid      bad input; `fields` maps each field to its message, for forms and JSON
+    └── TooMany  a team's cap (queued runs) is reached: 429 in the API, a form error on pages
 """
 
 from __future__ import annotations
@@ -31,3 +32,7 @@ class Invalid(ServiceError):
     @classmethod
     def field(cls, name: str, message: str) -> Invalid:
         return cls(f"{name}: {message}", fields={name: message})
+
+
+class TooMany(Invalid):
+    """Input that is fine but over a quota; the message names the cap and the count."""

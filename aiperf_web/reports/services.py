@@ -16,7 +16,6 @@ from django.conf import settings
 from django.db import transaction
 
 from aiperf_web.core.errors import Invalid
-from aiperf_web.core.specs import spec_parse
 from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.reports.models import ABPair
 from aiperf_web.runs import services as run_svc
@@ -37,7 +36,8 @@ SCOPED_AFFINITY = ("dynamo-nvext", "dynamo-headers")
 def _signature(run_obj: Run) -> Any:
     from aiperf_web.celery import app
 
-    limit = run_svc.run_time_limit_s(spec_parse(run_obj.spec))
+    # A ticket like run_launch's (any queued run may start on it): the longest run's limit.
+    limit = run_svc.TASK_TIME_LIMIT_S
     return app.signature(
         run_svc.TASK_NAME,
         args=[str(run_obj.uuid)],
@@ -45,7 +45,7 @@ def _signature(run_obj: Run) -> Any:
         queue=getattr(settings, "AIPERF_RUNS_QUEUE", "runs"),
         immutable=True,
         time_limit=limit,
-        soft_time_limit=max(60, limit - 30),
+        soft_time_limit=limit - 30,
     )
 
 
@@ -97,7 +97,7 @@ def ab_launch(
             "overrides.affinity", f"a scope pair needs affinity {' or '.join(SCOPED_AFFINITY)}"
         )
     with transaction.atomic():
-        runs = []
+        runs: list[Run] = []
         for label, value in (("A", value_a), ("B", value_b)):
             run_overrides = {**base, knob: value}
             runs.append(
@@ -108,6 +108,7 @@ def ab_launch(
                     overrides=run_overrides,
                     tags=["ab", f"{knob}:{value}"],
                     notes=f"A/B run {label}: {knob} = {value}",
+                    after=runs[0] if runs else None,  # one after the other, never at once
                     enqueue=False,
                 )
             )

@@ -70,6 +70,11 @@ class Run(PublicModel):
     rerun_of = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="reruns"
     )
+    # A queued run that must wait for this one to end first (the second run of an A/B pair):
+    # no worker claims it while `after` is queued or running.
+    after = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         indexes = [

@@ -1,9 +1,15 @@
 """Writes of runs: launch, claim, execute, cancel, finish, re-run, tags/notes/baseline.
 
-A run is launched `queued` in one transaction and handed to Celery (task `runs.execute`, queue
-`runs`) only once that transaction commits. The worker claims it with one conditional UPDATE
-(queued → running must touch exactly one row), so a redelivered or duplicated task never runs
-a run twice, and a run cancelled while queued is never started.
+A run is launched `queued` in one transaction and a task (`runs.execute`, queue `runs`) is
+sent only once that transaction commits. A task is a ticket, not an order: the worker that
+takes one claims the queued run fairest to start, the oldest of the team with the fewest runs
+running, skipping teams at AIPERF_TEAM_MAX_RUNNING (so one team's queue of long runs cannot keep
+another team's short run waiting behind it). The claim is one conditional UPDATE (queued →
+running must touch exactly one row) under a lock on the team's row, so a redelivered or
+duplicated task never runs a run twice, a run cancelled while queued is never started, and two
+workers never both take a team's last running slot. A ticket that finds nothing to claim is
+dropped; every run that ends sends a new one when runs are waiting, so none is stranded.
+Launches beyond AIPERF_TEAM_MAX_QUEUED queued runs per team are refused (TooMany).
 """
 
 from __future__ import annotations
@@ -20,24 +26,41 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
-from django.db.models import TextField, Value
-from django.db.models.functions import Concat
+from django.db.models import Count, IntegerField, OuterRef, Subquery, TextField, Value
+from django.db.models.functions import Coalesce, Concat
 from django.utils import timezone
 
-from aiperf_web.core.errors import Invalid, NotFound
+from aiperf_web.core.errors import Invalid, NotFound, TooMany
 from aiperf_web.core.outbound import check_outbound_url
 from aiperf_web.core.specs import spec_json, spec_override, spec_parse
 from aiperf_web.core.tags import tags_normalize
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.endpoints.services import endpoint_api_key, endpoint_target
-from aiperf_web.runs.models import FINAL, Run, RunLog, RunRecord, RunSample, Status, TargetKind
+from aiperf_web.runs.models import (
+    ACTIVE,
+    FINAL,
+    Run,
+    RunLog,
+    RunRecord,
+    RunSample,
+    Status,
+    TargetKind,
+)
 from aiperf_web.runs.sink import RunSink
 from aiperf_web.scenarios.selectors import scenario_get
 from aiperf_web.scenarios.services import TRACE_REF, scenario_run_spec, trace_content
-from aiperf_web.teams.models import Role
+from aiperf_web.teams.models import Role, Team
 from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
-from runner import BadInput, EndpointTarget, RunnerError, RunSpec, SimulatedTarget, run
+from runner import (
+    MAX_DURATION_S,
+    BadInput,
+    EndpointTarget,
+    RunnerError,
+    RunSpec,
+    SimulatedTarget,
+    run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +69,7 @@ SIMULATED = "simulated"
 # How often the worker looks for a cancel request; Cancel must stop a run within 2 s.
 _CANCEL_POLL_S = 0.25
 _HEARTBEAT_S = 5.0
+_CLAIM_TRIES = 5  # candidates a ticket tries when others' claims race it
 
 
 # -- launch ----------------------------------------------------------------------------------
@@ -61,6 +85,11 @@ def run_time_limit_s(spec: RunSpec) -> int:
     return 24 * 3600
 
 
+# A ticket may start any queued run, so Celery's hard limit is that of the longest run a spec
+# accepts; each run's own limit is enforced by its watcher.
+TASK_TIME_LIMIT_S = max(24 * 3600, int(MAX_DURATION_S * 1.2 + 600))
+
+
 def run_launch(
     *,
     actor: AnyUser,
@@ -70,10 +99,13 @@ def run_launch(
     tags: str | Iterable[str] = "",
     notes: str = "",
     rerun_of: Run | None = None,
+    after: Run | None = None,
     enqueue: bool = True,
 ) -> Run:
     """Validate everything, store the run `queued`, and enqueue it after commit (unless
-    `enqueue` is false: then the caller sends it, as a paired A/B launch chains its runs)."""
+    `enqueue` is false: then the caller sends it, as a paired A/B launch chains its runs).
+    `after`: no worker starts this run before that one has ended. TooMany when the team
+    already has AIPERF_TEAM_MAX_QUEUED runs queued."""
     scenario = scenario_get(user=actor, scenario_id=scenario_id)
     require_role(user=actor, team=scenario.team, role=Role.MEMBER)
     overrides = {} if overrides is None else overrides
@@ -120,6 +152,7 @@ def run_launch(
             check_outbound_url(spec.target.metrics_scrape_url, field="overrides.target.metrics_url")
 
     with transaction.atomic():
+        _check_queue_cap(team=scenario.team)
         new = Run.objects.create(
             team=scenario.team,
             scenario=scenario,
@@ -133,12 +166,31 @@ def run_launch(
             notes=notes.strip(),
             created_by=user_or_none(actor),
             rerun_of=rerun_of,
+            after=after,
         )
-        limit = run_time_limit_s(spec)
         run_uuid = str(new.uuid)
         if enqueue:
-            transaction.on_commit(lambda: _enqueue(run_uuid, time_limit_s=limit))
+            transaction.on_commit(lambda: _enqueue(run_uuid))
     return new
+
+
+def _lock_team(team_id: int) -> None:
+    """Serialize launches and claims of one team until the transaction ends (PostgreSQL row
+    lock; SQLite serializes writers anyway)."""
+    list(Team.objects.select_for_update().filter(pk=team_id).values_list("pk", flat=True))
+
+
+def _check_queue_cap(*, team: Team) -> None:
+    _lock_team(team.pk)
+    cap = settings.AIPERF_TEAM_MAX_QUEUED
+    queued = Run.objects.filter(team=team, status=Status.QUEUED).count()
+    if queued >= cap:
+        message = (
+            f"team {team.name} already has {queued} runs queued, its cap "
+            f"(AIPERF_TEAM_MAX_QUEUED = {cap}): launch again once some have started, or "
+            "cancel some"
+        )
+        raise TooMany(message, fields={"team": message})
 
 
 def _affinity_for_endpoint(
@@ -172,16 +224,28 @@ def _affinity_for_endpoint(
     return spec
 
 
-def _enqueue(run_uuid: str, *, time_limit_s: int) -> None:
+def _enqueue(run_uuid: str) -> None:
+    """Send a ticket; `run_uuid` (the launch it stands for, or "" after a run ended) is only a
+    label in the worker's log."""
     from aiperf_web.celery import app
 
     app.send_task(
         TASK_NAME,
         args=[run_uuid],
         queue=settings.AIPERF_RUNS_QUEUE,
-        time_limit=time_limit_s,
-        soft_time_limit=max(60, time_limit_s - 30),
+        time_limit=TASK_TIME_LIMIT_S,
+        soft_time_limit=TASK_TIME_LIMIT_S - 30,
     )
+
+
+def _ticket_if_waiting() -> None:
+    """After a run ended (a running slot of its team is free): a ticket when runs wait, since
+    the tickets of runs passed over at their team's cap were dropped."""
+    try:
+        if Run.objects.filter(status=Status.QUEUED).exists():
+            _enqueue("")
+    except Exception:
+        log.exception("sending a ticket for the waiting runs failed")
 
 
 def run_rerun(*, actor: AnyUser, run_obj: Run) -> Run:
@@ -251,12 +315,48 @@ def run_cancel(*, actor: AnyUser, run_obj: Run) -> Run:
 
 
 def run_claim(*, run_uuid: str, worker: str) -> bool:
-    """queued → running, as one conditional UPDATE: True for exactly one caller."""
+    """queued → running, as one conditional UPDATE: True for exactly one caller. A named run
+    (inline commands, benchmarks): no team cap, no fairness."""
     now = timezone.now()
     claimed = Run.objects.filter(uuid=run_uuid, status=Status.QUEUED).update(
         status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:200]
     )
     return claimed == 1
+
+
+def run_claim_next(*, worker: str) -> Run | None:
+    """Claim the queued run fairest to start: of the teams under AIPERF_TEAM_MAX_RUNNING, the
+    one with the fewest runs running, its oldest run (not one waiting for its A/B partner).
+    None when no run may start now."""
+    cap = settings.AIPERF_TEAM_MAX_RUNNING
+    running = (
+        Run.objects.filter(team=OuterRef("team"), status=Status.RUNNING)
+        .order_by()
+        .values("team")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    candidates = (
+        Run.objects.filter(status=Status.QUEUED)
+        .exclude(after__status__in=ACTIVE)
+        .annotate(team_running=Coalesce(Subquery(running, output_field=IntegerField()), 0))
+        .filter(team_running__lt=cap)
+        .order_by("team_running", "created_at", "pk")
+        .values_list("pk", "team_id")[:_CLAIM_TRIES]
+    )
+    for pk, team_id in list(candidates):
+        with transaction.atomic():
+            _lock_team(team_id)
+            # Counted again under the lock: another worker may have filled the last slot.
+            if Run.objects.filter(team_id=team_id, status=Status.RUNNING).count() >= cap:
+                continue
+            now = timezone.now()
+            claimed = Run.objects.filter(pk=pk, status=Status.QUEUED).update(
+                status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:200]
+            )
+        if claimed == 1:
+            return Run.objects.get(pk=pk)
+    return None
 
 
 def run_log(*, run_obj: Run, level: str, message: str) -> None:
@@ -345,12 +445,35 @@ def _materialize_traces(spec: RunSpec, directory: Path) -> RunSpec:
     return spec.with_overrides({"workload": {"traces": paths}})
 
 
+def run_execute_next(*, worker: str) -> str:
+    """The body of the Celery task: claim the fairest queued run, execute it. Returns its
+    final status, or 'skipped' when no run may start."""
+    close_old_connections()
+    claimed = run_claim_next(worker=worker)
+    if claimed is None:
+        return "skipped"
+    return _execute(run_uuid=str(claimed.uuid))
+
+
 def run_execute(*, run_uuid: str, worker: str) -> str:
-    """The body of the Celery task: claim, run the engine with a storing sink, finish.
-    Returns the final status (or 'skipped' when another worker owns the run)."""
+    """Claim and execute this run (inline commands, benchmarks). Returns the final status (or
+    'skipped' when another worker owns the run)."""
     close_old_connections()
     if not run_claim(run_uuid=run_uuid, worker=worker):
         return "skipped"
+    return _execute(run_uuid=run_uuid)
+
+
+def _execute(*, run_uuid: str) -> str:
+    """Run the claimed run's engine with a storing sink and finish it; then a ticket for the
+    runs waiting, if any."""
+    try:
+        return _execute_claimed(run_uuid=run_uuid)
+    finally:
+        _ticket_if_waiting()
+
+
+def _execute_claimed(*, run_uuid: str) -> str:
     run_obj = Run.objects.select_related("endpoint").get(uuid=run_uuid)
     stop = threading.Event()
     sink: RunSink | None = None
@@ -423,12 +546,8 @@ def run_execute(*, run_uuid: str, worker: str) -> str:
 def runs_requeue_queued() -> int:
     """Send every queued run to the broker again (after an in-memory broker was lost)."""
     count = 0
-    for run_uuid, spec in Run.objects.filter(status=Status.QUEUED).values_list("uuid", "spec"):
-        try:
-            limit = run_time_limit_s(spec_parse(spec))
-        except Invalid:
-            limit = 24 * 3600
-        _enqueue(str(run_uuid), time_limit_s=limit)
+    for run_uuid in Run.objects.filter(status=Status.QUEUED).values_list("uuid", flat=True):
+        _enqueue(str(run_uuid))
         count += 1
     return count
 
@@ -457,6 +576,8 @@ def runs_reap_stale(*, older_than_s: float | None = None) -> int:
             samples_count=RunSample.objects.filter(run_id=pk).count(),
             records_count=RunRecord.objects.filter(run_id=pk).count(),
         )
+    if reaped:
+        _ticket_if_waiting()  # their teams' running slots are free again
     return reaped
 
 
@@ -464,8 +585,10 @@ __all__ = [
     "FINAL",
     "run_cancel",
     "run_claim",
+    "run_claim_next",
     "run_delete",
     "run_execute",
+    "run_execute_next",
     "run_launch",
     "run_rerun",
     "run_update",

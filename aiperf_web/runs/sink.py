@@ -10,6 +10,11 @@ _MIN_SAMPLE_GAP_S of *run* time (a live run sends one per `snapshot_interval_s`;
 one one per simulated interval, dozens per wall second, and every one is a chart point); the
 last snapshot is always stored. The live channel gets at most one per _PUBLISH_GAP_S of wall
 time, latest wins (viewers fill skipped seqs from the database), and always the last.
+
+Records waiting for the writer are bounded (_MAX_BACKLOG_BATCHES batches): a simulated run makes
+records faster than any database stores them, and an unbounded queue grew with the run and
+had to be written out after a cancel (tens of seconds). Past the bound `records()` waits for
+the writer, unless the run is stopping; so a cancel never waits for more than that backlog.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ log = logging.getLogger(__name__)
 _MIN_SAMPLE_GAP_S = 0.5  # run seconds
 _PUBLISH_GAP_S = 1.0  # wall seconds
 _RECORD_FLUSH_S = 1.0
+_MAX_BACKLOG_BATCHES = 2  # records not yet stored, in AIPERF_RECORD_BATCH units
 _STOP = object()
 
 
@@ -76,6 +82,10 @@ class RunSink:
         self.samples_written = 0
         self.failure: BaseException | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # Records handed over and not yet stored; the engine waits while it is over the bound.
+        self._backlog = 0
+        self._max_backlog = _MAX_BACKLOG_BATCHES * self.batch_size
+        self._room = threading.Condition()
         self._writer = threading.Thread(
             target=self._write_loop, name=f"run-sink-{run.pk}", daemon=True
         )
@@ -89,7 +99,16 @@ class RunSink:
         self._queue.put(("snapshot", snapshot))
 
     def records(self, batch: list[RecordDict]) -> None:
-        self._queue.put(("records", batch))
+        with self._room:
+            self._backlog += len(batch)
+            self._queue.put(("records", batch))
+            # Not while stopping: a cancel must end the run, not wait for the database.
+            while (
+                self._backlog > self._max_backlog
+                and not self.stop.is_set()
+                and self._writer.is_alive()
+            ):
+                self._room.wait(0.1)
 
     def log(self, level: Literal["info", "warning", "error"], message: str) -> None:
         self._queue.put(("log", (level, message)))
@@ -175,3 +194,6 @@ class RunSink:
         self.records_written += records_insert(
             run_pk=self.run_pk, first_seq=self.records_written, batch=batch
         )
+        with self._room:
+            self._backlog -= len(batch)
+            self._room.notify_all()
