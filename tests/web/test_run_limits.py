@@ -152,11 +152,13 @@ def test_a_short_run_of_another_team_starts_before_a_teams_third_long_run(
     live_world: World, wait_for: Callable[..., Any]
 ) -> None:
     # The worker runs two at once: alpha's first two take it, then alpha's third and beta's
-    # run wait. When a slot frees, beta (no run running) goes first, not FIFO's alpha.
+    # run wait. When alpha's first ends (its second still runs), beta (no run running) goes
+    # first, not FIFO's alpha. The first two end apart: two slots freed at one instant would
+    # leave alpha with none running, and its third, the older run, would rightly go first.
     api = live_world.api("teammate")
     alpha = [
-        _launch(api, live_world.scenario.uuid, live_world.endpoint.uuid, duration_s=4).json()["id"]
-        for _ in range(3)
+        _launch(api, live_world.scenario.uuid, live_world.endpoint.uuid, duration_s=d).json()["id"]
+        for d in (2, 8, 2)
     ]
     beta_scenario = scenario_create(
         actor=live_world.outsider,
@@ -172,7 +174,8 @@ def test_a_short_run_of_another_team_starts_before_a_teams_third_long_run(
         return Run.objects.get(uuid=run_id).started_at
 
     wait_for(lambda: started(alpha[2]) and started(beta), timeout_s=90, every_s=0.2)
-    assert started(beta) < started(alpha[2])
+    reasons = {r: Run.objects.get(uuid=r).reason for r in [*alpha, beta]}
+    assert started(beta) < started(alpha[2]), reasons
     for run_id in [*alpha, beta]:
         wait_for(lambda r=run_id: Run.objects.get(uuid=r).status in ("succeeded",), timeout_s=60)
 
