@@ -302,9 +302,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"one_line_4xx": {"()": "aiperf_web.core.logfilters.OneLineClientErrors"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("AIPERF_LOG_LEVEL", "INFO")},
     "loggers": {
+        # A 403 (PermissionDenied) is logged with its exception: one line, not a traceback.
+        "django.request": {"filters": ["one_line_4xx"]},
         # One line per HTTP request is noise next to the run logs.
         "django.server": {"level": "WARNING"},
         "uvicorn.access": {"level": "WARNING"},

@@ -42,7 +42,8 @@ def require_role(*, user: AnyUser, team: Team, role: Role) -> Role:
     if have is None:
         raise NotFound()
     if ROLE_RANK[have] < ROLE_RANK[role]:
-        raise Forbidden(f"your role in team {team.name} is {have}; this needs {role} or admin")
+        needs = "the admin role" if role == Role.ADMIN else f"{role} or admin"
+        raise Forbidden(f"your role in team {team.name} is {have}; this needs {needs}")
     return have
 
 
