@@ -11,22 +11,39 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import AfterValidator, StringConstraints, ValidationError
 
 from runner.errors import TraceError
-from runner.trace.limits import one_line, shown
+from runner.trace.limits import MAX_ID_BYTES, one_line, shown
 from runner.trace.model import BranchMode, Session, Tree, Turn
 
 __all__ = [
     "SessionDraft",
+    "TraceId",
     "Warnings",
     "assemble_trees",
     "content_scope",
     "fit_hash_ids",
     "json_path",
     "trace_error_from_validation",
+]
+
+
+def _id_within_bytes(value: str) -> str:
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_ID_BYTES:
+        raise ValueError(f"an id may hold at most {MAX_ID_BYTES} bytes (UTF-8), this one {size:,}")
+    return value
+
+
+# A session, agent or tree id as a file spells it: 1..MAX_ID_BYTES bytes. The length in
+# characters is checked first (in pydantic's core, before any copy), then the UTF-8 bytes.
+TraceId = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_ID_BYTES),
+    AfterValidator(_id_within_bytes),
 ]
 
 

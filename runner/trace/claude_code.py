@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from runner.errors import TraceError
 from runner.trace.build import (
     SessionDraft,
+    TraceId,
     Warnings,
     assemble_trees,
     content_scope,
@@ -49,7 +50,7 @@ class Subagent(BaseModel):
     model_config = _LENIENT
     t: float = Field(ge=0, le=MAX_SECONDS)
     type: Literal["subagent"]
-    agent_id: str = Field(min_length=1)
+    agent_id: TraceId
     subagent_type: str | None = None
     duration_ms: float | None = Field(default=None, ge=0, le=MAX_SECONDS * 1000)
     requests: list[Annotated[ModelCall | Subagent, Field(discriminator="type")]]
@@ -57,7 +58,7 @@ class Subagent(BaseModel):
 
 class ClaudeCodeTrace(BaseModel):
     model_config = _LENIENT
-    id: str = Field(min_length=1)
+    id: TraceId
     block_size: int = Field(gt=0, le=MAX_BLOCK_SIZE)
     hash_id_scope: str = "local"
     requests: list[Annotated[ModelCall | Subagent, Field(discriminator="type")]]

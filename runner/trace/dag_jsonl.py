@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from runner.errors import TraceError
 from runner.trace.build import (
     SessionDraft,
+    TraceId,
     assemble_trees,
     content_scope,
     trace_error_from_validation,
@@ -54,13 +55,13 @@ _ORCHESTRATOR_KEYS = (
 
 class DagFork(BaseModel):
     model_config = _STRICT
-    child: str = Field(min_length=1)
+    child: TraceId
     background: bool = False
 
 
 class DagSpawn(BaseModel):
     model_config = _STRICT
-    children: list[str] = Field(min_length=1)
+    children: list[TraceId] = Field(min_length=1)
     join_at: int | None = Field(default=None, ge=1)
 
 
@@ -104,9 +105,9 @@ class DagTurn(BaseModel):
 
 class DagConversation(BaseModel):
     model_config = _STRICT
-    session_id: str = Field(min_length=1)
+    session_id: TraceId
     turns: list[DagTurn] = Field(min_length=1)
-    pre_session_spawns: list[str] = Field(default_factory=list)
+    pre_session_spawns: list[TraceId] = Field(default_factory=list)
     context_mode: Literal["deltas_without_responses"] | None = None
 
 

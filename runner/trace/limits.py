@@ -14,6 +14,7 @@ import reprlib
 __all__ = [
     "MAX_BLOCK_SIZE",
     "MAX_DAG_TOTAL_TOKENS",
+    "MAX_ID_BYTES",
     "MAX_JSON_DEPTH",
     "MAX_SECONDS",
     "MAX_TOKENS",
@@ -25,6 +26,11 @@ __all__ = [
 # schema a few more). Deeper values are refused before they are parsed, so nothing recursive
 # (the JSON decoder, pydantic, repr, json.dumps of a request body) ever meets them.
 MAX_JSON_DEPTH = 64
+
+# Session, agent and tree ids, in UTF-8 bytes: Dynamo refuses a longer X-Dynamo-Session-ID
+# (HTTP 400), and every live session, request key and credit copies its id, so a megabyte id
+# multiplied by lanes and turns would exhaust memory (a 1 MB id cost 593 MB in `simulate`).
+MAX_ID_BYTES = 256
 
 # Prompt or output tokens of one request: above every served context window (1-10 M).
 MAX_TOKENS = 10_000_000

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from runner.errors import TraceError
 from runner.trace.build import (
     SessionDraft,
+    TraceId,
     Warnings,
     assemble_trees,
     content_scope,
@@ -41,7 +42,7 @@ class NativeBranch(BaseModel):
     mode: Literal["fork", "spawn"] = Field(
         description="fork: the child inherits this session's context; spawn: fresh context"
     )
-    children: list[str] = Field(min_length=1, description="ids of child sessions in this line")
+    children: list[TraceId] = Field(min_length=1, description="ids of child sessions in this line")
     join_turn: int | None = Field(
         default=None,
         ge=1,
@@ -106,7 +107,7 @@ class NativeTurn(BaseModel):
 class NativeSession(BaseModel):
     model_config = _STRICT
 
-    id: str = Field(min_length=1)
+    id: TraceId
     subagent_type: str | None = None
     turns: list[NativeTurn] = Field(min_length=1)
 
@@ -128,7 +129,7 @@ class NativeTree(BaseModel):
     )
 
     version: Literal[1] = 1
-    tree_id: str = Field(min_length=1)
+    tree_id: TraceId
     block_size: int = Field(
         default=64, gt=0, le=MAX_BLOCK_SIZE, description="tokens per hash-id block"
     )

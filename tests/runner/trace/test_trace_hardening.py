@@ -1,0 +1,108 @@
+"""Issue 13 item 5: inputs that used to pass silently or exhaust the machine are refused.
+
+Each test names one hole: huge ids, duplicate JSON keys, loose Azure CSV rows, impossible
+timelines. Every refusal is one TraceError naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.errors import TraceError
+from runner.trace import load_trace
+from runner.trace.limits import MAX_ID_BYTES
+from tests.runner.trace.helpers import assert_located
+
+TURN = {"input_tokens": 100, "output_tokens": 10}
+CALL = {"t": 0.5, "type": "n", "in": 100, "out": 10, "api_time": 1.0}
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+
+
+def write(tmp_path: Path, text: str, name: str = "trace") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def refusal(path: Path, **kwargs: Any) -> TraceError:
+    with pytest.raises(TraceError) as info:
+        load_trace(path, **kwargs)
+    return info.value
+
+
+# ------------------------------------------------------------------------------- ids
+
+LONG = "x" * (MAX_ID_BYTES + 1)
+WIDE = "é" * (MAX_ID_BYTES // 2 + 1)  # within the limit in characters, over it in bytes
+
+
+def native_line(**tree: Any) -> str:
+    doc = {"tree_id": "t", "sessions": [{"id": "r", "turns": [TURN]}], **tree}
+    return json.dumps(doc) + "\n"
+
+
+@pytest.mark.parametrize("long_id", [LONG, WIDE], ids=["ascii", "utf-8"])
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        (lambda i: "\n" + native_line(tree_id=i), 2, "tree_id"),
+        (
+            lambda i: native_line(sessions=[{"id": i, "turns": [TURN]}]),
+            1,
+            "sessions[0].id",
+        ),
+        (
+            lambda i: (
+                json.dumps(
+                    {"session_id": i, "turns": [{"messages": [{"role": "user", "content": "hi"}]}]}
+                )
+                + "\n"
+            ),
+            1,
+            "session_id",
+        ),
+        (
+            lambda i: json.dumps(
+                {
+                    "id": "c",
+                    "block_size": 64,
+                    "requests": [
+                        CALL,
+                        {"t": 1, "type": "subagent", "agent_id": i, "requests": [CALL]},
+                    ],
+                }
+            ),
+            None,
+            "requests[1].agent_id",
+        ),
+        (
+            lambda i: json.dumps({"id": i, "block_size": 64, "requests": [CALL]}),
+            None,
+            "id",
+        ),
+    ],
+    ids=["native tree", "native session", "dag_jsonl", "claude_code agent", "claude_code id"],
+)
+def test_an_id_over_the_byte_limit_is_refused_naming_its_field(
+    tmp_path: Path, text: Any, line: int | None, field: str, long_id: str
+) -> None:
+    path = write(tmp_path, text(long_id))
+    exc = refusal(path)
+    assert_located(exc, file=path, line=line, problem=f"at {field}:")
+    assert str(MAX_ID_BYTES) in str(exc)
+    assert len(str(exc)) < 400
+
+
+def test_an_id_of_exactly_the_limit_loads(tmp_path: Path) -> None:
+    path = write(tmp_path, native_line(tree_id="x" * MAX_ID_BYTES))
+    assert load_trace(path).trees[0].id == "x" * MAX_ID_BYTES
+
+
+def test_a_megabyte_agent_id_is_refused_without_simulating(tmp_path: Path) -> None:
+    agent = {"t": 1, "type": "subagent", "agent_id": "a" * 1_000_000, "requests": [CALL]}
+    path = write(tmp_path, json.dumps({"id": "c", "block_size": 64, "requests": [CALL, agent]}))
+    assert "requests[1].agent_id" in str(refusal(path))
