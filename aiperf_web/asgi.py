@@ -16,17 +16,16 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from aiperf_web.core.limits import BodyLimit  # noqa: E402
+from aiperf_web.live.origin import SameOriginValidator  # noqa: E402
 from aiperf_web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         # Bodies over the route's cap are refused before Django spools them (core/limits.py).
         "http": BodyLimit(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        # Sockets only from this site's own origin: scheme, host and port (live/origin.py).
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

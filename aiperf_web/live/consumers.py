@@ -2,7 +2,7 @@
 
 Thin interfaces over live.selectors and runs.selectors. Both refuse anonymous users (close
 4401) and, for a run, anyone outside its team (close 4404, the same as an unknown id); the
-origin is checked by AllowedHostsOriginValidator in asgi.py.
+origin (scheme, host and port) is checked by live/origin.py.
 
 Messages to the browser (docs/product.md §5), all JSON with `type` and `run_id`:
   history  {samples: [...slim], latest, last_seq, status, reason, log}   once, on connect

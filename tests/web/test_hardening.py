@@ -5,6 +5,7 @@ their viewer loses access."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -41,3 +42,52 @@ def test_a_403_logs_one_line_without_a_traceback(
     line = logging.Formatter().format(record)
     assert "\n" not in line
     assert f"/runs/{world.run.uuid}/rerun/" in line and "needs member or admin" in line
+
+
+# -- the WebSocket origin ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "origin,accepted",
+    [
+        ("http://127.0.0.1:8000", True),
+        ("http://127.0.0.1:9999", False),  # another service on the same host
+        ("http://127.0.0.1", False),  # port 80
+        ("https://127.0.0.1:8000", False),
+        ("http://localhost:8000", False),
+        ("null", False),
+    ],
+)
+def test_a_socket_is_accepted_only_from_the_sites_own_scheme_host_and_port(
+    transactional_db: Any, mock_url: str, origin: str, accepted: bool
+) -> None:
+    from asgiref.sync import async_to_sync
+
+    from aiperf_web.asgi import application
+    from tests.web.wsclient import WebsocketCommunicator
+
+    world = World(mock_url)
+    session = world.client("owner").cookies["sessionid"].value
+    headers = [(b"origin", origin.encode()), (b"cookie", f"sessionid={session}".encode())]
+
+    async def body() -> None:
+        ws = WebsocketCommunicator(application, f"/ws/runs/{world.run.uuid}/", headers=headers)
+        connected, _ = await ws.connect()
+        assert connected == accepted
+        await ws.disconnect()
+
+    async_to_sync(body)()
+
+
+def test_a_trusted_origin_behind_a_proxy_is_accepted_with_its_port(settings: Any) -> None:
+    from aiperf_web.live.origin import origin_allowed
+
+    settings.CSRF_TRUSTED_ORIGINS = ["https://perf.example.com"]
+    scope = {"scheme": "ws", "headers": [(b"host", b"127.0.0.1:8000")]}
+    for origin, ok in (
+        (b"https://perf.example.com", True),
+        (b"https://perf.example.com:443", True),
+        (b"https://perf.example.com:8443", False),
+        (b"http://perf.example.com", False),
+    ):
+        assert origin_allowed({**scope, "headers": [*scope["headers"], (b"origin", origin)]}) == ok
