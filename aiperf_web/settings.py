@@ -248,6 +248,16 @@ if not REDIS_URL:
     # The in-memory transport polls; its default second would be most of queued → running.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.05}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Worker processes are recycled: a pool process that executed AIPERF_WORKER_MAX_TASKS_PER_CHILD
+# tasks (runs or dropped tickets), or whose resident memory passed
+# AIPERF_WORKER_MAX_MEMORY_PER_CHILD_MB after a task, is replaced by a fresh one once that task
+# ends (never mid-run). A run's engine leaves memory the allocator does not give back (about
+# 95 MB per 15 s live run was measured growing without bound); 0 disables either rule.
+# `celery worker` reads both from here; `manage.py serve` and docker-compose.yml pass them too.
+CELERY_WORKER_MAX_TASKS_PER_CHILD = env_int("AIPERF_WORKER_MAX_TASKS_PER_CHILD", 10) or None
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = (
+    env_int("AIPERF_WORKER_MAX_MEMORY_PER_CHILD_MB", 400) * 1024 or None  # Celery counts KiB
+)
 
 # -- Channels (the live dashboard builds on the layer) --------------------------------------
 if REDIS_URL:
@@ -297,6 +307,25 @@ AIPERF_TEAM_MAX_QUEUED = env_int("AIPERF_TEAM_MAX_QUEUED", 20)
 AIPERF_TEAM_MAX_RUNNING = env_int("AIPERF_TEAM_MAX_RUNNING", 4)
 # When set, /metrics answers only `Authorization: Bearer <this>` (a scraper's credentials).
 AIPERF_METRICS_TOKEN = env_str("AIPERF_METRICS_TOKEN")
+# Login throttle (core/login.py): this many wrong passwords for one username, or from one
+# client address, within the window lock that username or address for the lockout.
+AIPERF_LOGIN_MAX_FAILURES = env_int("AIPERF_LOGIN_MAX_FAILURES", 10)
+AIPERF_LOGIN_WINDOW_S = env_int("AIPERF_LOGIN_WINDOW_S", 300)
+AIPERF_LOGIN_LOCKOUT_S = env_int("AIPERF_LOGIN_LOCKOUT_S", 900)
+
+# -- Cache (the login throttle's counts) -----------------------------------------------------
+# Redis in production, shared by every web process; process memory in the embedded default
+# (one web process). AIPERF_CACHE_PREFIX keeps services sharing one Redis apart.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": env_str("AIPERF_CACHE_PREFIX", "aiperf"),
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 LOGGING = {
     "version": 1,

@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from aiperf_web.api.views import api
 from aiperf_web.core import views as core_views
+from aiperf_web.core.login import ThrottledAuthenticationForm
 
 urlpatterns = [
     path("", core_views.home, name="home"),
@@ -10,7 +11,9 @@ urlpatterns = [
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(
-            template_name="core/login.html", redirect_authenticated_user=True
+            template_name="core/login.html",
+            redirect_authenticated_user=True,
+            authentication_form=ThrottledAuthenticationForm,
         ),
         name="login",
     ),

@@ -4,11 +4,13 @@ Owns every `json.loads` of a trace: nesting is measured on the text (C-speed str
 operations) and refused past MAX_JSON_DEPTH before the recursive decoder runs; `NaN`,
 `Infinity` and numbers that overflow a float are refused (they are not JSON, and `inf` would
 reach every clock); strings holding a lone UTF-16 surrogate (`"\\ud800"`, not Unicode, so
-never encodable) are refused. It knows no format's keys.
+never encodable) are refused; so is an object holding one key twice (the decoder would keep
+the last silently, while other readers keep the first). It knows no format's keys.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -47,6 +49,25 @@ def _finite_float(literal: str) -> float:
     return value
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's dict, refusing a repeated key. One C-built dict per object: the check costs
+    a length comparison, and the repeated key is looked for only when there is one."""
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
 def _skeleton(text: str, *, newlines: bool = False) -> bytes:
     """The brackets of `text` outside JSON strings, as b"(" and b")" (and b"\\n" if asked).
 
@@ -69,7 +90,33 @@ def _skeleton(text: str, *, newlines: bool = False) -> bytes:
 
 # One decoder for every document: json.loads with hooks builds a new decoder and scanner per
 # call, which costs more than decoding a short line.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+)
+
+
+def _duplicate_line(text: str) -> int | None:
+    """The line (1-based) where the first object holding a repeated key starts, found by
+    decoding again with the pure-Python scanner, whose object parser sees text positions.
+    Failure path only: that scanner is some ten times slower than the C one."""
+    found: list[int] = []
+
+    def parse_object(s_and_end: tuple[str, int], *args: Any) -> tuple[Any, int]:
+        try:
+            return json.decoder.JSONObject(s_and_end, *args)  # type: ignore[attr-defined,no-any-return]
+        except _DuplicateKey:
+            if not found:
+                found.append(s_and_end[1])
+            raise
+
+    decoder = json.JSONDecoder(
+        parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+    )
+    decoder.parse_object = parse_object  # type: ignore[attr-defined]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    with contextlib.suppress(_DuplicateKey):
+        decoder.decode(text)
+    return text.count("\n", 0, found[0]) + 1 if found else None
 
 
 def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -131,7 +178,8 @@ def parse_json(
     """One JSON document (a whole file, or one line of a JSON-lines file when `line` is given).
 
     Raises TraceError for invalid JSON (an early end is called a truncation when `may_be_cut`),
-    nesting past MAX_JSON_DEPTH, NaN / Infinity / overflowing numbers and lone surrogates.
+    nesting past MAX_JSON_DEPTH, NaN / Infinity / overflowing numbers, lone surrogates and
+    repeated keys.
     """
     if check_depth and json_too_deep(text):
         deep_line = line if line is not None else _deep_line(text, MAX_JSON_DEPTH)
@@ -139,6 +187,13 @@ def parse_json(
             raise _depth_error(source, deep_line)
     try:
         value = _DECODER.decode(text)
+    except _DuplicateKey as exc:
+        raise TraceError(
+            f"the key {shown(exc.key)} appears twice in one object",
+            source=source,
+            line=line if line is not None else _duplicate_line(text),
+            fix="give each key once: JSON readers disagree on which copy wins",
+        ) from None
     except _NotFinite as exc:
         if line is None:  # a whole document: the line of the first such literal
             at = text.find(exc.literal)

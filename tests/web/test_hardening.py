@@ -91,3 +91,56 @@ def test_a_trusted_origin_behind_a_proxy_is_accepted_with_its_port(settings: Any
         (b"http://perf.example.com", False),
     ):
         assert origin_allowed({**scope, "headers": [*scope["headers"], (b"origin", origin)]}) == ok
+
+
+# -- the login throttle --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_cache(settings: Any) -> None:
+    """The configured cache (Redis in the production shape) under a prefix of this test's own:
+    test sessions of other engineers share the Redis."""
+    import uuid
+
+    settings.CACHES = {
+        "default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}
+    }
+
+
+def _login(username: str, password: str, ip: str = "10.1.0.1") -> Any:
+    from django.test import Client
+
+    return Client(REMOTE_ADDR=ip).post(
+        "/accounts/login/", {"username": username, "password": password}
+    )
+
+
+def test_ten_wrong_passwords_lock_the_username_even_for_the_right_one(
+    world: World, own_cache: None
+) -> None:
+    for n in range(10):
+        assert _login("owner", f"guess-{n}", ip=f"10.2.0.{n}").status_code == 200
+    response = _login("owner", "pw-owner-1", ip="10.2.0.99")
+    assert response.status_code == 200, "the right password after 10 failures must not log in"
+    text = response.content.decode()
+    assert "Too many failed logins for this user or from this address" in text
+    assert "try again in 15 minutes" in text
+    # Another user from those addresses is not affected by the username's lock.
+    assert _login("teammate", "pw-teammate-1", ip="10.2.0.98").status_code == 302
+
+
+def test_ten_failures_from_one_address_lock_that_address_for_every_username(
+    world: World, own_cache: None
+) -> None:
+    for n in range(10):
+        _login(f"nobody-{n}", "x", ip="10.3.0.1")
+    assert (
+        "Too many failed logins" in _login("viewer", "pw-viewer-1", ip="10.3.0.1").content.decode()
+    )
+    assert _login("viewer", "pw-viewer-1", ip="10.3.0.2").status_code == 302
+
+
+def test_a_few_failures_then_the_right_password_log_in(world: World, own_cache: None) -> None:
+    for n in range(9):
+        _login("owner", f"guess-{n}")
+    assert _login("owner", "pw-owner-1").status_code == 302

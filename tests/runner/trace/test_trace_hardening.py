@@ -106,3 +106,53 @@ def test_a_megabyte_agent_id_is_refused_without_simulating(tmp_path: Path) -> No
     agent = {"t": 1, "type": "subagent", "agent_id": "a" * 1_000_000, "requests": [CALL]}
     path = write(tmp_path, json.dumps({"id": "c", "block_size": 64, "requests": [CALL, agent]}))
     assert "requests[1].agent_id" in str(refusal(path))
+
+
+# ------------------------------------------------------------------- duplicate JSON keys
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        (
+            native_line() + '{"tree_id": "u", "tree_id": "v", "sessions": []}\n',
+            2,
+            "'tree_id'",
+        ),
+        (
+            '{"session_id": "r", "turns": [{"messages": [{"role": "user", "content": "a",'
+            ' "content": "b"}]}]}\n',
+            1,
+            "'content'",
+        ),
+        (
+            '{"id": "c", "block_size": 64, "requests": [\n'
+            ' {"t": 0, "type": "n", "in": 100, "out": 10, "api_time": 1},\n'
+            ' {"t": 2, "type": "n", "in": 100, "in": 200, "out": 10, "api_time": 1}\n]}',
+            3,
+            "'in'",
+        ),
+        (
+            '{"timestamp": 0, "input_length": 600, "output_length": 10}\n'
+            '{"timestamp": 5, "input_length": 600, "output_length": 10, "timestamp": 9}\n',
+            2,
+            "'timestamp'",
+        ),
+    ],
+    ids=["native", "dag_jsonl", "claude_code", "mooncake"],
+)
+def test_a_key_given_twice_in_one_object_is_refused_with_its_line(
+    tmp_path: Path, text: str, line: int, key: str
+) -> None:
+    path = write(tmp_path, text)
+    assert_located(refusal(path), file=path, line=line, problem=f"the key {key} appears twice")
+
+
+def test_a_key_given_twice_on_the_first_line_is_refused_not_misdetected(tmp_path: Path) -> None:
+    path = write(tmp_path, '{"tree_id": "t", "tree_id": "u", "sessions": []}\n')
+    assert_located(refusal(path), file=path, line=1, problem="the key 'tree_id' appears twice")
+
+
+def test_equal_keys_in_different_objects_load(tmp_path: Path) -> None:
+    path = write(tmp_path, json.dumps({"id": "c", "block_size": 64, "requests": [CALL, CALL]}))
+    assert load_trace(path).trees[0].root.turns[1].input_tokens == 100
