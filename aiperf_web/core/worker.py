@@ -47,9 +47,11 @@ class EmbeddedWorker:
 
 
 class StaleRunReaper(threading.Thread):
-    """Marks failed the running runs whose worker stopped writing heartbeats (a killed worker
-    process), every `interval_s`. Runs in every web process and worker; the UPDATE is
-    conditional, so several reapers agree."""
+    """Every `interval_s`: marks failed the running runs whose worker stopped writing
+    heartbeats (a killed worker process), and sends tickets for queued runs that have none in
+    the broker (runs_reconcile_queued: Redis lost its data, a worker died holding one). Runs
+    in every web process and worker; the UPDATE is conditional, so several reapers agree, and
+    a surplus ticket is dropped by the worker that takes it."""
 
     def __init__(self, *, interval_s: float = 10.0) -> None:
         super().__init__(name="stale-run-reaper", daemon=True)
@@ -59,7 +61,7 @@ class StaleRunReaper(threading.Thread):
     def run(self) -> None:
         from django.db import connection
 
-        from aiperf_web.runs.services import runs_reap_stale
+        from aiperf_web.runs.services import runs_reap_stale, runs_reconcile_queued
 
         while not self.done.wait(self.interval_s):
             try:
@@ -68,5 +70,11 @@ class StaleRunReaper(threading.Thread):
                     log.warning("marked %d run(s) failed: their worker stopped responding", reaped)
             except Exception:
                 log.exception("stale-run reaper failed")
+            try:
+                sent = runs_reconcile_queued()
+                if sent:
+                    log.warning("sent %d ticket(s) for queued runs the broker had none for", sent)
+            except Exception:
+                log.exception("reconciling queued runs with the broker failed")
             finally:
                 connection.close()

@@ -15,6 +15,7 @@ Launches beyond AIPERF_TEAM_MAX_QUEUED queued runs per team are refused (TooMany
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import tempfile
 import threading
@@ -70,6 +71,11 @@ SIMULATED = "simulated"
 _CANCEL_POLL_S = 0.25
 _HEARTBEAT_S = 5.0
 _CLAIM_TRIES = 5  # candidates a ticket tries when others' claims race it
+# Pauses between the tries of a run's final save (a database blip at the end of a run).
+_FINISH_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+# A queued run younger than this may still have its launch's ticket on the way (sent after
+# commit): the reconciliation leaves it alone.
+_RECONCILE_GRACE_S = 5.0
 
 
 # -- launch ----------------------------------------------------------------------------------
@@ -372,7 +378,10 @@ def _finish(
     sink: RunSink | None = None,
 ) -> None:
     """running → final, conditional: a run already ended (by the stale-run reaper, say) keeps
-    its first verdict."""
+    its first verdict. The save survives a database blip (a restarted server, terminated
+    backends): the engine's work is done and only this row holds its summary, so a failed
+    attempt drops the connection (a pooled one may be dead too) and tries again on a fresh one,
+    for up to ~15 s, well within AIPERF_STALE_RUN_S while the watcher keeps the heartbeat."""
     values: dict[str, Any] = {
         "status": status,
         "reason": reason[:2000],
@@ -383,7 +392,28 @@ def _finish(
     if sink is not None:
         values["records_count"] = sink.records_written
         values["samples_count"] = sink.samples_written
-    Run.objects.filter(pk=run_obj.pk, status=Status.RUNNING).update(**values)
+    for delay_s in (*_FINISH_BACKOFF_S, None):
+        try:
+            Run.objects.filter(pk=run_obj.pk, status=Status.RUNNING).update(**values)
+            return
+        except DatabaseError:
+            if delay_s is None:
+                # Out of tries: the summary goes to the log, where an operator can restore it.
+                log.error(
+                    "run %s: saving its end (%s) failed; summary: %s",
+                    run_obj.uuid,
+                    status,
+                    json.dumps(summary, default=str),
+                )
+                raise
+            log.warning(
+                "run %s: saving its end failed, retrying in %s s",
+                run_obj.uuid,
+                delay_s,
+                exc_info=True,
+            )
+            connection.close()
+            time.sleep(delay_s)
 
 
 class _Watcher(threading.Thread):
@@ -552,6 +582,60 @@ def runs_requeue_queued() -> int:
     return count
 
 
+def _tickets_in_broker() -> int:
+    """Tickets waiting in the runs queue (Redis: the length of its list; the in-memory broker:
+    its size). Tickets a worker holds unacknowledged are not counted: they wait in Redis's
+    `unacked` set, not the list."""
+    from kombu.exceptions import ChannelError
+
+    from aiperf_web.celery import app
+
+    with app.connection_for_read() as conn:
+        channel: Any = conn.default_channel  # a kombu virtual channel (Redis or memory)
+        try:
+            declared = channel.queue_declare(
+                queue=settings.AIPERF_RUNS_QUEUE, passive=True
+            )
+        except ChannelError:  # no such queue: Redis lost its keys, or nothing was ever sent
+            return 0
+    return int(declared.message_count)
+
+
+def runs_reconcile_queued() -> int:
+    """Send tickets for runs that wait with none in the broker: Redis restarted empty, or a
+    worker died holding a ticket it had not yet claimed with (Redis would redeliver it only
+    after the 12 h visibility timeout). When runs a worker could start now (under their team's
+    running cap, not waiting for an A/B partner, queued over _RECONCILE_GRACE_S ago) exist and
+    the queue holds no ticket, one ticket per such run (at most each team's free slots) goes
+    out. A ticket too many is harmless (it finds nothing to claim and is dropped); every
+    worker and web process calls this periodically. Returns how many were sent."""
+    cap = settings.AIPERF_TEAM_MAX_RUNNING
+    cutoff = timezone.now() - timedelta(seconds=_RECONCILE_GRACE_S)
+    waiting = dict(
+        Run.objects.filter(status=Status.QUEUED, created_at__lt=cutoff)
+        .exclude(after__status__in=ACTIVE)
+        .order_by()
+        .values("team")
+        .annotate(n=Count("pk"))
+        .values_list("team", "n")
+    )
+    if not waiting:
+        return 0
+    running = dict(
+        Run.objects.filter(status=Status.RUNNING, team__in=waiting)
+        .order_by()
+        .values("team")
+        .annotate(n=Count("pk"))
+        .values_list("team", "n")
+    )
+    startable = sum(min(n, max(0, cap - running.get(team, 0))) for team, n in waiting.items())
+    if startable == 0 or _tickets_in_broker() > 0:
+        return 0
+    for _ in range(startable):
+        _enqueue("")
+    return startable
+
+
 def runs_reap_stale(*, older_than_s: float | None = None) -> int:
     """Mark failed every running run whose worker stopped writing its heartbeat (a killed
     worker process or host), keeping what it stored. Returns how many."""
@@ -593,4 +677,5 @@ __all__ = [
     "run_rerun",
     "run_update",
     "runs_reap_stale",
+    "runs_reconcile_queued",
 ]
