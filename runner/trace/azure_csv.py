@@ -90,14 +90,43 @@ def _load_rows(reader: Any, *, source: str, text: str) -> Trace:
             fix="the header must be TIMESTAMP,ContextTokens,GeneratedTokens",
         )
     lowered = [n.lower() for n in names]
+    for i, name in enumerate(lowered):
+        if name in lowered[:i]:
+            raise TraceError(
+                f"column {shown(names[i])} appears twice in the header",
+                source=source,
+                line=1,
+                path=names[i] if names[i] else None,
+                fix="name each column once: which copy holds the values is ambiguous",
+            )
     col = {c: lowered.index(c.lower()) for c in AZURE_COLUMNS}
     warnings = Warnings()
     parse_time = _TimeParser()
     rows: list[tuple[int, float, int, int]] = []
+    end = reader.line_num
     for record in reader:
-        line = reader.line_num
+        # A record starts on the line after the previous one ended (a quoted line break would
+        # make it span more); errors name that first line.
+        line, end = end + 1, reader.line_num
         if not record or not "".join(record).strip():
             continue
+        for i, value in enumerate(record):
+            if "\n" in value or "\r" in value:
+                raise TraceError(
+                    f"a quoted field holds a line break: {shown(value)}",
+                    source=source,
+                    line=line,
+                    path=names[i] if i < len(names) and names[i] else None,
+                    fix="one request per line: remove the line break inside the quotes",
+                )
+        if len(record) > len(names):
+            raise TraceError(
+                f"expected {len(names)} columns, found {len(record)}: "
+                f"extra field {shown(record[len(names)])}",
+                source=source,
+                line=line,
+                fix="every row holds exactly the header's columns; quote a value holding a comma",
+            )
         if len(record) < len(names):
             raise TraceError(
                 f"expected {len(names)} columns, found {len(record)}"

@@ -156,3 +156,46 @@ def test_a_key_given_twice_on_the_first_line_is_refused_not_misdetected(tmp_path
 def test_equal_keys_in_different_objects_load(tmp_path: Path) -> None:
     path = write(tmp_path, json.dumps({"id": "c", "block_size": 64, "requests": [CALL, CALL]}))
     assert load_trace(path).trees[0].root.turns[1].input_tokens == 100
+
+
+# ----------------------------------------------------------------------------- Azure CSV
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens,contexttokens\n"
+            "2023-11-16 18:15:46.5,100,10,7\n",
+            1,
+            "at contexttokens: column 'contexttokens' appears twice in the header",
+        ),
+        (
+            AZURE_HEADER + '2023-11-16 18:15:46.5,100,10\n2023-11-16 18:15:47.5,"5\n",10\n',
+            3,
+            "at ContextTokens: a quoted field holds a line break: '5\\n'",
+        ),
+        (
+            AZURE_HEADER + "2023-11-16 18:15:46.5,100,10\n2023-11-16 18:15:47.5,100,10,99\n",
+            3,
+            "expected 3 columns, found 4: extra field '99'",
+        ),
+        (
+            AZURE_HEADER + '2023-11-16 18:15:46.5,"100\r\n",10\n',
+            2,
+            "at ContextTokens: a quoted field holds a line break",
+        ),
+    ],
+    ids=["duplicate column", "quoted line break", "extra field", "quoted crlf"],
+)
+def test_an_ambiguous_azure_row_is_refused_with_line_and_field(
+    tmp_path: Path, text: str, line: int, problem: str
+) -> None:
+    path = write(tmp_path, text, "trace.csv")
+    assert_located(refusal(path), file=path, line=line, problem=problem)
+
+
+def test_an_azure_row_after_a_blank_line_is_still_named_by_its_own_line(tmp_path: Path) -> None:
+    text = AZURE_HEADER + "2023-11-16 18:15:46.5,100,10\n\n2023-11-16 18:15:47.5,1x,10\n"
+    path = write(tmp_path, text, "trace.csv")
+    assert_located(refusal(path), file=path, line=4, problem="bad ContextTokens value '1x'")
