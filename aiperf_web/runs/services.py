@@ -593,9 +593,7 @@ def _tickets_in_broker() -> int:
     with app.connection_for_read() as conn:
         channel: Any = conn.default_channel  # a kombu virtual channel (Redis or memory)
         try:
-            declared = channel.queue_declare(
-                queue=settings.AIPERF_RUNS_QUEUE, passive=True
-            )
+            declared = channel.queue_declare(queue=settings.AIPERF_RUNS_QUEUE, passive=True)
         except ChannelError:  # no such queue: Redis lost its keys, or nothing was ever sent
             return 0
     return int(declared.message_count)

@@ -26,6 +26,17 @@ from aiperf_web.core.worker import EmbeddedWorker, StaleRunReaper
 from aiperf_web.runs.services import runs_requeue_queued
 
 
+def _recycling_options() -> list[str]:
+    """The worker-process recycling rule of the settings (README: Worker memory), as options
+    of `celery worker` (which would read the same settings; named here so `ps` shows them)."""
+    options: list[str] = []
+    if settings.CELERY_WORKER_MAX_TASKS_PER_CHILD:
+        options += ["--max-tasks-per-child", str(settings.CELERY_WORKER_MAX_TASKS_PER_CHILD)]
+    if settings.CELERY_WORKER_MAX_MEMORY_PER_CHILD:
+        options += ["--max-memory-per-child", str(settings.CELERY_WORKER_MAX_MEMORY_PER_CHILD)]
+    return options
+
+
 class Command(BaseCommand):
     help = "Serve aiperf-web (HTTP + WebSocket), with its worker and the built-in mock cluster."
 
@@ -91,6 +102,7 @@ class Command(BaseCommand):
                             str(settings.AIPERF_EMBEDDED_WORKERS),
                             "--prefetch-multiplier",
                             "1",
+                            *_recycling_options(),
                             "--loglevel",
                             "INFO",
                         ],

@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -73,6 +74,17 @@ def _record(i: int) -> dict[str, Any]:
     }
 
 
+def _rss_mb(pid: int) -> float | None:
+    """Resident memory of a process, MB; None once it exited (a recycled pool process)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except FileNotFoundError:
+        return None
+    return None
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -84,8 +96,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--only",
-            choices=["records", "claim", "list", "service", "connections"],
+            choices=["records", "claim", "list", "service", "connections", "worker-rss"],
             action="append",
+        )
+        parser.add_argument("--rss-runs", type=int, default=50)
+        parser.add_argument("--rss-duration", type=float, default=15.0)
+        parser.add_argument(
+            "--no-recycle", action="store_true", help="worker-rss: without the recycling rule"
         )
         parser.add_argument("--records", type=int, default=200_000)
         parser.add_argument("--runs", type=int, default=10_000)
@@ -112,6 +129,10 @@ class Command(BaseCommand):
                 )
             if "connections" in only:
                 figures["connections"] = self._connections(user)
+            if "worker-rss" in only:
+                figures["worker_rss"] = self._worker_rss(
+                    team, user, opts["rss_runs"], opts["rss_duration"], not opts["no_recycle"]
+                )
         finally:
             try:
                 Run.objects.filter(team=team).delete()
@@ -294,6 +315,82 @@ class Command(BaseCommand):
             "service_req_per_s": [round(x, 1) for x in svc],
             "service_over_cli": round(statistics.median(svc) / statistics.median(cli), 3),
         }
+
+    def _worker_rss(
+        self, team: Team, user: User, n: int, duration_s: float, recycle: bool
+    ) -> dict[str, Any]:
+        """RSS of a prefork worker's pool process (concurrency 1) after its 1st and Nth live run
+        against the mock, with the settings' recycling rule or without it (production shape)."""
+        import os
+
+        if settings.EMBEDDED:
+            return {"error": "needs REDIS_URL (a separate celery worker process)"}
+        from aiperf_web.celery import app
+        from aiperf_web.core.management.commands.serve import _recycling_options
+
+        queue = f"runs-bench-rss-{os.getpid()}"
+        settings.AIPERF_RUNS_QUEUE = queue
+        env = {
+            **os.environ,
+            "AIPERF_RUNS_QUEUE": queue,
+            "AIPERF_WORKER_MAX_TASKS_PER_CHILD": os.environ.get(
+                "AIPERF_WORKER_MAX_TASKS_PER_CHILD", "10"
+            )
+            if recycle
+            else "0",
+            "AIPERF_WORKER_MAX_MEMORY_PER_CHILD_MB": os.environ.get(
+                "AIPERF_WORKER_MAX_MEMORY_PER_CHILD_MB", "400"
+            )
+            if recycle
+            else "0",
+        }
+        options = _recycling_options() if recycle else []
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "celery", "-A", "aiperf_web", "worker", "-Q", queue),
+                *("-n", f"{queue}@localhost", "--concurrency", "1", "--prefetch-multiplier", "1"),
+                *("--loglevel", "WARNING", "--without-mingle", "--without-gossip", *options),
+            ],
+            env=env,
+        )
+        mock = MockServer(port=free_port(), time_scale=0.0)
+        mock.start()
+        figures: dict[str, Any] = {"recycle": options, "runs": n, "duration_s": duration_s}
+        try:
+            while not app.control.ping(destination=[f"{queue}@localhost"], timeout=0.5):
+                if proc.poll() is not None:
+                    return {"error": f"worker exited with {proc.returncode}"}
+            endpoint = endpoint_create(
+                actor=user,
+                team=team,
+                name="rss-mock",
+                base_url=mock.url,
+                model="mock-model",
+                server_kind="dynamo",
+            )
+            spec = {"concurrency": 64, "speedup": 1000.0, "duration_s": duration_s}
+            scenario = scenario_create(actor=user, team=team, name="rss", spec=spec)
+            pids: set[int] = set()
+            for i in range(1, n + 1):
+                run = services.run_launch(
+                    actor=user, scenario_id=scenario.uuid, endpoint_id=endpoint.uuid
+                )
+                while run.status not in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED):
+                    time.sleep(0.2)
+                    run.refresh_from_db()
+                pid = int(run.worker.rsplit(":", 1)[1])
+                pids.add(pid)
+                time.sleep(0.5)  # a recycled process is replaced after its task returns
+                rss_mb = _rss_mb(pid)
+                if i == 1 or i == n:
+                    figures[f"after_run_{i}"] = {"pid": pid, "rss_mb": rss_mb}
+                self.stderr.write(f"run {i}/{n} {run.status} pid {pid} rss {rss_mb} MB")
+            figures["pool_processes_used"] = len(pids)
+        finally:
+            mock.stop()
+            proc.terminate()
+            proc.wait(timeout=30)
+        return figures
 
     def _connections(self, user: User) -> dict[str, Any]:
         from aiperf_web.ops.burst import ConnectionCounter, burst, served
