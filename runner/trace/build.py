@@ -240,11 +240,22 @@ def _index_drafts(drafts: Sequence[SessionDraft], *, source: str) -> dict[str, S
 def _link_children(
     drafts: Sequence[SessionDraft], by_id: Mapping[str, SessionDraft], *, source: str
 ) -> _ParentOf:
-    """Every child's parent, checking delays, join turns and each child reference."""
+    """Every child's parent, checking delays, join turns, each child reference and the
+    timeline: turns start in order, a child no earlier than its declaring turn (untimed
+    drafts hold 0 everywhere and pass)."""
     parent_of: _ParentOf = {}
     for draft in drafts:
         n = len(draft.turns)
         for turn in draft.turns:
+            if turn.index and turn.t_s < draft.turns[turn.index - 1].t_s:
+                raise TraceError(
+                    f"turn {turn.index} starts at {turn.t_s:g} s, before turn "
+                    f"{turn.index - 1} ({draft.turns[turn.index - 1].t_s:g} s)",
+                    source=source,
+                    line=draft.line,
+                    path=draft.where(f"turns[{turn.index}].t_s"),
+                    fix="a session's turns run one after another: list them in time order",
+                )
             if turn.delay_s < 0:
                 raise TraceError(
                     f"negative delay {turn.delay_s} s",
@@ -275,7 +286,23 @@ def _link_children(
                         where=draft.child_path(turn.index, b, c),
                     )
                     parent_of[child] = (draft.id, branch.mode, turn.index)
+                    _check_child_start(draft, turn, by_id[child], source=source)
     return parent_of
+
+
+def _check_child_start(
+    draft: SessionDraft, turn: Turn, child: SessionDraft, *, source: str
+) -> None:
+    first = child.turns[0]
+    if first.t_s < turn.t_s:
+        raise TraceError(
+            f"session {shown(child.id)} starts at {first.t_s:g} s, before its declaring turn "
+            f"{turn.index} of {shown(draft.id)} ({turn.t_s:g} s)",
+            source=source,
+            line=child.line,
+            path=child.where("turns[0].t_s"),
+            fix="a child starts when or after the turn that declares it",
+        )
 
 
 def _check_child(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -132,8 +133,16 @@ def _chain(
             path=reqs,
             fix="a session needs at least one request of type n or s",
         )
-    # Recorded order is start order; sort defensively (stable) in case a file is not.
-    calls.sort(key=lambda ir: ir[1].t)
+    # Recorded order is start order: a request listed before an earlier one is an impossible
+    # timeline (one agent waits for each reply), refused rather than reordered.
+    for (_, before), (i, call) in itertools.pairwise(calls):
+        if call.t < before.t:
+            raise TraceError(
+                f"request starts at t={call.t:g} s, before the previous request (t={before.t:g} s)",
+                source=source,
+                path=f"{reqs}[{i}].t",
+                fix="list a session's requests in the order they started",
+            )
     starts = [offset_s + r.t for _, r in calls]
     ends = [s + r.api_time for s, (_, r) in zip(starts, calls, strict=True)]
     if session_id in ids:
@@ -158,6 +167,14 @@ def _chain(
             warnings.add(f"{sub_path}: subagent {shown(sub.agent_id)} has no requests; skipped")
             continue
         sub_start = offset_s + sub.t
+        if sub_start < starts[0]:
+            raise TraceError(
+                f"subagent {shown(sub.agent_id)} starts at t={sub.t:g} s, before the first "
+                f"request of its parent (t={calls[0][1].t:g} s) that could declare it",
+                source=source,
+                path=f"{sub_path}.t",
+                fix="a subagent starts during or after the request that launched it",
+            )
         # Inner times are relative to the subagent's start; a file whose inner times are
         # already absolute (first inner t at or after the spawn) is read as such.
         relative = min(r.t for r in inner) < sub.t or sub.t == 0

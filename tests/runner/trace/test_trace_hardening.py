@@ -199,3 +199,96 @@ def test_an_azure_row_after_a_blank_line_is_still_named_by_its_own_line(tmp_path
     text = AZURE_HEADER + "2023-11-16 18:15:46.5,100,10\n\n2023-11-16 18:15:47.5,1x,10\n"
     path = write(tmp_path, text, "trace.csv")
     assert_located(refusal(path), file=path, line=4, problem="bad ContextTokens value '1x'")
+
+
+# ---------------------------------------------------------------------------- timelines
+
+
+def timed(t_s: float, **turn: Any) -> dict[str, Any]:
+    return {**TURN, "t_s": t_s, "duration_s": 1.0, **turn}
+
+
+@pytest.mark.parametrize(
+    ("sessions", "field", "problem"),
+    [
+        (
+            [{"id": "r", "turns": [timed(0.0), timed(5.0), timed(3.0)]}],
+            "sessions[0].turns[2].t_s",
+            "turn 2 starts at 3 s, before turn 1 (5 s)",
+        ),
+        (
+            [
+                {
+                    "id": "r",
+                    "turns": [
+                        timed(0.0),
+                        timed(5.0, branches=[{"mode": "spawn", "children": ["c"]}]),
+                    ],
+                },
+                {"id": "c", "turns": [timed(4.0)]},
+            ],
+            "sessions[1].turns[0].t_s",
+            "session 'c' starts at 4 s, before its declaring turn 1 of 'r' (5 s)",
+        ),
+    ],
+    ids=["turn backwards", "child before its turn"],
+)
+def test_an_impossible_native_timeline_is_refused_with_its_line(
+    tmp_path: Path, sessions: list[dict[str, Any]], field: str, problem: str
+) -> None:
+    path = write(tmp_path, native_line() + native_line(tree_id="u", sessions=sessions))
+    assert_located(refusal(path), file=path, line=2, problem=f"at {field}: {problem}")
+
+
+def test_an_untimed_native_tree_has_no_timeline_to_refuse(tmp_path: Path) -> None:
+    sessions = [
+        {"id": "r", "turns": [{**TURN, "branches": [{"mode": "spawn", "children": ["c"]}]}]},
+        {"id": "c", "turns": [TURN, TURN]},
+    ]
+    assert len(load_trace(write(tmp_path, native_line(sessions=sessions))).trees) == 1
+
+
+def claude_text(*requests: dict[str, Any]) -> str:
+    # One request per line, as the recorded files are written, so lines can be named.
+    body = ",\n".join(json.dumps(r) for r in requests)
+    return '{"id": "c", "block_size": 64, "requests": [\n' + body + "\n]}"
+
+
+@pytest.mark.parametrize(
+    ("requests", "field", "problem"),
+    [
+        (
+            [dict(CALL, t=0), dict(CALL, t=9), dict(CALL, t=4)],
+            "requests[2].t",
+            "request starts at t=4 s, before the previous request (t=9 s)",
+        ),
+        (
+            [
+                dict(CALL, t=2),
+                {"t": 1, "type": "subagent", "agent_id": "a", "requests": [dict(CALL, t=0)]},
+            ],
+            "requests[1].t",
+            "subagent 'a' starts at t=1 s, before the first request of its parent (t=2 s)",
+        ),
+        (
+            [
+                dict(CALL, t=0),
+                {
+                    "t": 1,
+                    "type": "subagent",
+                    "agent_id": "a",
+                    "requests": [dict(CALL, t=3), dict(CALL, t=2)],
+                },
+            ],
+            "requests[1].requests[1].t",
+            "request starts at t=2 s, before the previous request (t=3 s)",
+        ),
+    ],
+    ids=["main chain backwards", "subagent before its parent", "subagent backwards"],
+)
+def test_an_impossible_claude_code_timeline_is_refused_at_its_path(
+    tmp_path: Path, requests: list[dict[str, Any]], field: str, problem: str
+) -> None:
+    # A whole-document format: the JSON path names the request, as for every other error.
+    path = write(tmp_path, claude_text(*requests))
+    assert_located(refusal(path), file=path, line=None, problem=f"at {field}: {problem}")
