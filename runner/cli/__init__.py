@@ -1,12 +1,14 @@
 """Command-line front end: one module per subcommand, each with `add_parser` and `run`.
 
 Exit codes (docs/product.md §6): 0 success, 2 bad usage or bad input (one line on stderr, no
-traceback), 1 anything else.
+traceback), 1 anything else; 141 (128 + SIGPIPE, what a shell reports for a command the signal
+ends) without a word when the reader of stdout goes away (`inspect --json F | head -c 10`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn, Protocol, cast
@@ -15,6 +17,9 @@ from runner.cli import bench, demo, inspect, mock_server, replay, simulate
 from runner.errors import BadInput, RunnerError
 
 __all__ = ["main"]
+
+# 128 + SIGPIPE: the exit status of a command whose reader closed the pipe.
+EXIT_BROKEN_PIPE = 141
 
 # Subcommand modules, in the order --help lists them. Imported plainly: each keeps its own
 # heavy dependencies (the mock's server stack, benchmarks) inside the handler that needs them.
@@ -56,7 +61,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        # Flush inside the try: a reader that left early must be met here, not by the
+        # interpreter's flush at exit, which prints "Exception ignored ... BrokenPipeError".
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
     except BadInput as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
@@ -66,3 +78,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered for the gone reader is dropped
+    instead of failing again when Python flushes stdout at exit (the recipe of the Python
+    docs' signal module notes on SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (redirected in process)
+        pass

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,8 @@ import pytest
 from runner.cli import main
 from tests.fixtures import CLAUDE_CODE_SUBAGENTS
 from tests.runner.trace.helpers import write_jsonl
+
+ROOT = Path(__file__).resolve().parents[3]
 
 DAG_ROWS = [
     {
@@ -72,3 +77,23 @@ def test_inspect_claude_code_fixture(capsys: pytest.CaptureFixture[str]) -> None
     stats = json.loads(capsys.readouterr().out)
     assert (stats["format"], stats["trees"], stats["sessions"]) == ("claude_code", 1, 4)
     assert (stats["spawn_children"], stats["requests"]) == (3, 61)
+
+
+def test_inspect_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    """`inspect --json FILE | head -c 10`: the reader leaves early; no traceback, exit 141."""
+    path = write_jsonl(tmp_path / "t.jsonl", DAG_ROWS)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before a byte is written: EPIPE every time
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "runner", "inspect", "--json", str(path)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.stderr.decode() == ""
+    assert done.returncode == 141
