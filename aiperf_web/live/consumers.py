@@ -2,7 +2,9 @@
 
 Thin interfaces over live.selectors and runs.selectors. Both refuse anonymous users (close
 4401) and, for a run, anyone outside its team (close 4404, the same as an unknown id); the
-origin (scheme, host and port) is checked by live/origin.py.
+origin (scheme, host and port) is checked by live/origin.py. An open socket re-checks its
+viewer every ACCESS_CHECK_S (session still there, still in the run's team) and closes with
+1008 (policy violation) after a logout, a revoked membership or a deactivated user.
 
 Messages to the browser (docs/product.md §5), all JSON with `type` and `run_id`:
   history  {samples: [...slim], latest, last_seq, status, reason, log}   once, on connect
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -43,6 +46,10 @@ STATUS_POLL_S = 1.0
 LIST_POLL_S = 1.5
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+# A socket outlives the session and membership it was opened under unless it looks again: at
+# most once per ACCESS_CHECK_S (two small queries), from the poll loop that already runs.
+ACCESS_CHECK_S = 3.0
+CLOSE_POLICY_VIOLATION = 1008
 
 
 def _query_int(scope: dict[str, Any], name: str, default: int) -> int | None:
@@ -55,9 +62,35 @@ def _query_int(scope: dict[str, Any], name: str, default: int) -> int | None:
         return None
 
 
+class AccessCheck:
+    """The viewer's right to go on watching, looked at again at most every ACCESS_CHECK_S."""
+
+    def __init__(self, scope: dict[str, Any], run_obj: Run | None) -> None:
+        session = scope.get("session")
+        self.session_key: str | None = getattr(session, "session_key", None)
+        self.user_pk = int(scope["user"].pk)
+        self.run_obj = run_obj
+        self.next_at = time.monotonic() + ACCESS_CHECK_S
+
+    async def revoked(self) -> bool:
+        now = time.monotonic()
+        if now < self.next_at:
+            return False
+        self.next_at = now + ACCESS_CHECK_S
+        try:
+            allowed = await database_sync_to_async(live_sel.viewer_still_allowed)(
+                session_key=self.session_key, user_pk=self.user_pk, run_obj=self.run_obj
+            )
+        except Exception:
+            log.warning("live socket: access re-check failed", exc_info=True)
+            return False
+        return not allowed
+
+
 class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     run_obj: Run
     group: str = ""
+    revoked = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -76,6 +109,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.status = self.run_obj.status
         self.reason = self.run_obj.reason
         self.last_log_id = 0
+        self.access = AccessCheck(self.scope, self.run_obj)
         # Join first, read second: see the module docstring.
         self.group = run_group(self.run_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -140,6 +174,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     # -- the producer's messages (group "run-<uuid>", type run.snapshot) ------------------------
 
     async def run_snapshot(self, event: dict[str, Any]) -> None:
+        if self.revoked:
+            return
         async with self.lock:
             seq = int(event["seq"])
             if seq <= self.last_seq:
@@ -184,6 +220,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(STATUS_POLL_S)
+            if await self.access.revoked():
+                self.revoked = True
+                await self.close(code=CLOSE_POLICY_VIOLATION)
+                return
             try:
                 status, reason, lines = await database_sync_to_async(self._read_status)()
             except Exception:
@@ -218,6 +258,7 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.user = user
+        self.access = AccessCheck(self.scope, None)
         self.sent: dict[str, dict[str, Any]] = {}
         await self.accept()
         self.viewer = viewer_join("runs_list")
@@ -246,6 +287,9 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
         rows_of = database_sync_to_async(runs_live_rows)
         while True:
+            if await self.access.revoked():
+                await self.close(code=CLOSE_POLICY_VIOLATION)
+                return
             try:
                 rows = await rows_of(user=self.user)
             except Exception:

@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any, TypedDict
 
+from django.conf import settings
+from django.contrib import auth
+from django.contrib.sessions.backends.base import SessionBase
 from django.db.models import F, Q
 from django.db.models.functions import Mod
+from django.utils.module_loading import import_string
 
 from aiperf_web.reports.leaks import LeakPoint, leak_point
 from aiperf_web.runs.models import Run, RunLog, RunSample
+from aiperf_web.teams.models import Membership
 
 MAX_HISTORY_POINTS = 720
 # Per-worker arrays the time-series charts need (the leak monitor's books).
@@ -141,3 +147,21 @@ def run_log_after(*, run_obj: Run, after_id: int, limit: int = 200) -> list[dict
     return [
         {"id": r.id, "at": r.at.isoformat(), "level": r.level, "message": r.message} for r in rows
     ]
+
+
+def viewer_still_allowed(*, session_key: str | None, user_pk: int, run_obj: Run | None) -> bool:
+    """Whether a socket opened by `user_pk` under `session_key` may go on: the session still
+    exists and still logs that user in (logout deletes it; a password change or a deactivated
+    user fails Django's own check), and, for a run's socket, the user is still in its team."""
+    if not session_key:
+        return False
+    store: type[SessionBase] = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
+    session = store(session_key=session_key)
+    if not session.exists(session_key):
+        return False
+    user = auth.get_user(SimpleNamespace(session=session))  # type: ignore[arg-type]
+    if not user.is_authenticated or user.pk != user_pk:
+        return False
+    if run_obj is None:
+        return True
+    return Membership.objects.filter(user_id=user_pk, team_id=run_obj.team_id).exists()

@@ -4,12 +4,17 @@ their viewer loses access."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.web.conftest import World
+from tests.web.test_hostile_http import service as service  # uvicorn in a thread, module-wide
 
 
 def test_a_member_refused_an_admin_action_is_told_it_needs_the_admin_role(
@@ -144,3 +149,79 @@ def test_a_few_failures_then_the_right_password_log_in(world: World, own_cache: 
     for n in range(9):
         _login("owner", f"guess-{n}")
     assert _login("owner", "pw-owner-1").status_code == 302
+
+
+# -- live sockets after logout and revoked membership -------------------------------------------
+
+
+@contextlib.contextmanager
+def _watch(base: str, run_uuid: object, session: str) -> Iterator[Any]:
+    """A real WebSocket client on the run's feed, as the page opens it."""
+    from websockets.sync.client import connect
+
+    ws_url = base.replace("http://", "ws://") + f"/ws/runs/{run_uuid}/"
+    with connect(ws_url, origin=base, additional_headers={"Cookie": f"sessionid={session}"}) as ws:  # type: ignore[arg-type]
+        assert json.loads(ws.recv(timeout=10))["type"] == "history"
+        yield ws
+
+
+def _closed_with(ws: Any, *, within_s: float) -> int | None:
+    """The close code once the server closes the socket, None when it is still open."""
+    from websockets.exceptions import ConnectionClosed
+
+    deadline = time.monotonic() + within_s
+    try:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                ws.recv(timeout=max(0.1, deadline - time.monotonic()))
+    except ConnectionClosed as closed:
+        return closed.rcvd.code if closed.rcvd else None
+    return None
+
+
+def _running_run(world: World) -> Any:
+    from aiperf_web.runs.models import Run, Status
+
+    return Run.objects.create(
+        team=world.team, scenario=world.scenario, scenario_name="alpha-scenario",
+        endpoint=world.endpoint, endpoint_name="alpha-mock", target_kind="endpoint",
+        spec=world.scenario.spec, status=Status.RUNNING,
+    )  # fmt: skip
+
+
+def test_a_run_socket_closes_when_the_viewers_membership_is_revoked(
+    transactional_db: Any, mock_url: str, service: str
+) -> None:
+    from aiperf_web.teams.models import Membership
+
+    world = World(mock_url)
+    run = _running_run(world)
+    session = world.client("teammate").cookies["sessionid"].value
+    with _watch(service, run.uuid, session) as ws:
+        Membership.objects.filter(user=world.teammate, team=world.team).delete()
+        assert _closed_with(ws, within_s=10) == 1008
+    # And a new socket is refused like any outsider's.
+    from websockets.exceptions import InvalidStatus
+
+    with pytest.raises(InvalidStatus), _watch(service, run.uuid, session):
+        pass
+
+
+def test_a_run_socket_closes_after_its_session_logs_out(
+    transactional_db: Any, mock_url: str, service: str
+) -> None:
+    world = World(mock_url)
+    run = _running_run(world)
+    client = world.client("viewer")
+    with _watch(service, run.uuid, client.cookies["sessionid"].value) as ws:
+        assert client.post("/accounts/logout/").status_code == 302
+        assert _closed_with(ws, within_s=10) == 1008
+
+
+def test_a_run_socket_of_a_viewer_who_stays_is_not_closed(
+    transactional_db: Any, mock_url: str, service: str
+) -> None:
+    world = World(mock_url)
+    run = _running_run(world)
+    with _watch(service, run.uuid, world.client("viewer").cookies["sessionid"].value) as ws:
+        assert _closed_with(ws, within_s=8) is None
