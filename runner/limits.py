@@ -17,6 +17,7 @@ __all__ = [
     "MAX_DURATION_S",
     "MAX_RATE_PER_S",
     "MAX_REQUESTS",
+    "MAX_SESSIONS_AT_ONCE",
     "MAX_SYNTHETIC_BLOCKS",
 ]
 
@@ -53,3 +54,10 @@ MAX_CLIENT_WORKERS = _env_number("AIPERF_MAX_CLIENT_WORKERS", 1024)
 # traces take ~11 bytes per block: the default keeps a workload under ~0.7 GB and its
 # generation under a minute; the defaults' 32 trees are ~10.5 million.
 MAX_SYNTHETIC_BLOCKS = _env_number("AIPERF_MAX_SYNTHETIC_BLOCKS", 100_000_000)
+# Sessions a replay may hold live at once: lanes (closed timing too) times the sessions of the
+# workload's largest tree, or that tree alone under rate and schedule timing. A fan-out tree
+# starts every child at once on every lane, and the simulator then works through all those
+# requests together (measured ~4,500 of them per wall second on one busy core): 20,000
+# subagents on 16 lanes took 27 s and 470 MB before the first snapshot. The default keeps such a
+# burst near ten seconds; recorded Claude Code trees hold tens of sessions, synthetic ones ~10.
+MAX_SESSIONS_AT_ONCE = _env_number("AIPERF_MAX_SESSIONS_AT_ONCE", 50_000)

@@ -19,7 +19,9 @@ from typing import Literal, Protocol, get_args
 
 from runner.credit import Credit
 from runner.errors import SpecError
+from runner.limits import MAX_SESSIONS_AT_ONCE
 from runner.metrics.histogram import LatencyHistogram
+from runner.trace.limits import shown
 from runner.trace.model import BranchMode, Session, Tree
 
 __all__ = [
@@ -109,6 +111,31 @@ class ReplayConfig:
             raise SpecError(f"joins must be 'recorded' or 'strict', got {self.joins!r}")
 
 
+def _check_sessions_at_once(trees: Sequence[Tree], config: ReplayConfig) -> None:
+    """Refuse, before anything starts, a workload whose live sessions could pass
+    MAX_SESSIONS_AT_ONCE: every lane may hold the largest tree whole (a fan-out starts all its
+    children together). Arriving trees (rate, schedule) are judged one tree at a time, since
+    how many overlap depends on the arrivals, which the request and duration limits bound."""
+    largest = max(trees, key=lambda tree: len(tree.sessions))
+    sessions = len(largest.sessions)
+    lanes = config.concurrency if config.timing in ("lanes", "closed") else 1
+    if sessions * lanes <= MAX_SESSIONS_AT_ONCE:
+        return
+    if lanes == 1:
+        problem = f"tree {shown(largest.id)} has {sessions:,} sessions"
+        fix = "split the tree"
+    else:
+        problem = (
+            f"tree {shown(largest.id)} has {sessions:,} sessions: on {lanes:,} lanes that is "
+            f"{sessions * lanes:,} at once"
+        )
+        fix = f"use at most {max(1, MAX_SESSIONS_AT_ONCE // sessions):,} lanes, or split the tree"
+    raise SpecError(
+        f"{problem}, over the limit of {MAX_SESSIONS_AT_ONCE:,} live sessions "
+        f"({fix}, or raise AIPERF_MAX_SESSIONS_AT_ONCE)"
+    )
+
+
 class ReplayObserver(Protocol):
     """Lifecycle hooks the engine wires to the router, session caches and affinity books."""
 
@@ -164,6 +191,7 @@ class ReplayScheduler:
     def __init__(self, trees: Sequence[Tree], config: ReplayConfig) -> None:
         if not trees:
             raise SpecError("the trace has no trees to replay")
+        _check_sessions_at_once(trees, config)
         self.config = config
         self._trees = tuple(trees)
         self._rng = random.Random(config.seed)
