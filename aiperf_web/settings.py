@@ -113,6 +113,8 @@ MIDDLEWARE = [
     # First: it times the whole stack (/metrics' request latency histogram).
     "aiperf_web.ops.latency.RequestLatencyMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy (with frame-ancestors) on every response.
+    "aiperf_web.core.headers.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -34,7 +34,8 @@ def _launch(page: Any, site: Site, **knobs: str) -> str:
 
 
 def _wait(page: Any, expression: str, timeout_s: float = 60) -> Any:
-    return page.wait_for_function(expression, timeout=timeout_s * 1000).json_value()
+    # As a function: an expression string is eval'd in the page, which the pages' CSP forbids.
+    return page.wait_for_function(f"() => ({expression})", timeout=timeout_s * 1000).json_value()
 
 
 def _chart_points(page: Any, chart: str) -> int:
@@ -111,7 +112,7 @@ def test_a_run_is_watched_live_reloaded_without_gaps_and_reported(
 
     # The run ends: the page turns into the report from the database.
     page.wait_for_function(
-        "document.body.dataset.status === 'succeeded' || document.getElementById('report')",
+        "() => document.body.dataset.status === 'succeeded' || document.getElementById('report')",
         timeout=60_000,
     )
     page.wait_for_selector("#report", timeout=30_000)
@@ -138,7 +139,7 @@ def test_a_run_is_watched_live_reloaded_without_gaps_and_reported(
     errors: list[str] = []
     sheet.on("pageerror", lambda e: errors.append(str(e)))
     sheet.goto(report.as_uri())
-    sheet.wait_for_function("document.body.dataset.drawn === '1'", timeout=30_000)
+    sheet.wait_for_function("() => document.body.dataset.drawn === '1'", timeout=30_000)
     assert sheet.locator("#chart-ttft .main-svg").count() >= 1
     assert sheet.locator("#trees .tree").count() >= 1
     assert not errors, errors
@@ -170,7 +171,7 @@ def test_a_run_is_cancelled_from_its_page_and_a_viewer_can_only_watch(
 
     asked = time.monotonic()
     page.click("#cancel")
-    page.wait_for_function("document.body.dataset.status === 'cancelled' || "
+    page.wait_for_function("() => document.body.dataset.status === 'cancelled' || "
                            "document.getElementById('status-badge').textContent === 'cancelled'",
                            timeout=15_000)  # fmt: skip
     took = time.monotonic() - asked
@@ -211,7 +212,8 @@ def test_a_paired_ab_opens_into_the_comparison_and_flags_legacy_only(
     page.wait_for_url(re.compile(r".*/reports/compare/\?runs=.*"))
     # Both runs finish (one after the other); the page reloads itself into the result.
     page.wait_for_function(
-        "document.querySelectorAll('.compared-run[data-rendered-status=succeeded]').length === 2",
+        "() => document.querySelectorAll('.compared-run[data-rendered-status=succeeded]')"
+        ".length === 2",
         timeout=90_000,
     )
     cards = page.locator(".compared-run")

@@ -151,6 +151,39 @@ def test_a_few_failures_then_the_right_password_log_in(world: World, own_cache: 
     assert _login("owner", "pw-owner-1").status_code == 302
 
 
+# -- security headers ----------------------------------------------------------------------------
+
+
+def test_pages_send_a_content_security_policy_and_the_usual_headers(world: World) -> None:
+    assert (
+        "frame-ancestors 'none'"
+        in world.client("anonymous").get("/accounts/login/")["Content-Security-Policy"]
+    )
+    client = world.client("owner")
+    for url in (
+        "/runs/",
+        f"/runs/{world.run.uuid}/",
+        "/runs/new/",
+        "/api/v1/docs",
+    ):
+        response = client.get(url)
+        assert response.status_code == 200, url
+        csp = response["Content-Security-Policy"]
+        assert (
+            "script-src 'self'" in csp
+            and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+        )
+        assert "frame-ancestors 'none'" in csp and "default-src 'self'" in csp
+        assert response["X-Content-Type-Options"] == "nosniff", url
+        assert response["Referrer-Policy"] == "same-origin", url
+        assert response["X-Frame-Options"] == "DENY", url
+        # No inline script the policy would block: only src= scripts and JSON data blocks.
+        html = response.content.decode()
+        for tag in html.split("<script")[1:]:
+            head = tag.split(">", 1)[0]
+            assert "src=" in head or 'type="application/json"' in head, (url, head)
+
+
 # -- live sockets after logout and revoked membership -------------------------------------------
 
 
@@ -225,3 +258,4 @@ def test_a_run_socket_of_a_viewer_who_stays_is_not_closed(
     run = _running_run(world)
     with _watch(service, run.uuid, world.client("viewer").cookies["sessionid"].value) as ws:
         assert _closed_with(ws, within_s=8) is None
+
