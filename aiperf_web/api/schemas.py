@@ -117,7 +117,14 @@ class EndpointIn(Schema):
     base_url: Text
     model: Text
     api_key: Text | None = Field(default=None, description="stored encrypted, never returned")
-    extra_headers: dict[Text, Text] = {}
+    extra_headers: dict[Text, Text] = Field(
+        default={}, description="plain headers: returned, and kept in each run's spec"
+    )
+    secret_headers: dict[Text, Text] = Field(
+        default={},
+        description="headers that are credentials (e.g. Azure's api-key): stored encrypted, "
+        "never returned (only their names) nor kept in a run's spec",
+    )
     server_kind: Text = Field(default="openai", description="openai, dynamo, vllm or sglang")
 
 
@@ -137,6 +144,11 @@ class EndpointPatch(Schema):
         "`base_url` changes)",
     )
     extra_headers: dict[Text, Text] | None = None
+    secret_headers: dict[Text, Text] | None = Field(
+        default=None,
+        description="replaces the stored secret headers ({} or null removes them); left out, "
+        "they are kept (unless `base_url` changes, which removes them like the API key)",
+    )
     server_kind: Text | None = None
 
 
@@ -170,6 +182,7 @@ class EndpointOut(Schema):
     server_kind: str
     extra_headers: dict[str, str]
     has_api_key: bool
+    secret_header_names: list[str] = Field(description="names of the stored secret headers")
     is_builtin: bool
     affinity_choices: list[str] = Field(
         description="affinity modes a run may use here: the kind's, narrowed by the detection"

@@ -198,6 +198,7 @@ def _endpoint_out(e: Endpoint) -> dict[str, Any]:
         "server_kind": e.server_kind,
         "extra_headers": e.extra_headers or {},
         "has_api_key": e.has_api_key,
+        "secret_header_names": list(e.secret_header_names or ()),
         "is_builtin": e.is_builtin,
         "affinity_choices": list(e.affinity_choices),
         "affinity": _affinity_out(e),
@@ -417,6 +418,7 @@ def endpoint_create(request: HttpRequest, payload: s.EndpointIn) -> Status[Any]:
         model=payload.model,
         api_key=payload.api_key,
         extra_headers=payload.extra_headers,
+        secret_headers=payload.secret_headers,
         server_kind=payload.server_kind,
     )
     return Status(201, _endpoint_out(endpoint))

@@ -8,6 +8,23 @@ from django import forms
 from aiperf_web.endpoints.models import ServerKind
 
 
+class SecretTextarea(forms.Textarea):
+    """A textarea that never renders its value (not even the one just posted back on an error)."""
+
+    def format_value(self, value: Any) -> str | None:
+        return None
+
+
+def _header_object(raw: str) -> dict[str, str]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise forms.ValidationError("an object of header name: string value")
+    return value
+
+
 class EndpointForm(forms.Form):
     team = forms.ChoiceField(required=False)
     name = forms.CharField(max_length=100)
@@ -27,7 +44,18 @@ class EndpointForm(forms.Form):
     extra_headers = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text='JSON object, e.g. {"X-Team": "perf"}',
+        help_text='JSON object, e.g. {"X-Team": "perf"}; shown to every team member and kept '
+        "in each run's spec: put credentials under Secret headers",
+    )
+    secret_headers = forms.CharField(
+        required=False,
+        widget=SecretTextarea(attrs={"rows": 2, "autocomplete": "off"}),
+        help_text='JSON object, e.g. {"api-key": "..."}: stored encrypted like the API key, '
+        "never shown again, sent only by runs and connection tests. Leave blank to keep the "
+        "stored ones; changing the base URL removes them unless you enter them again here.",
+    )
+    clear_secret_headers = forms.BooleanField(
+        required=False, label="Remove the stored secret headers"
     )
 
     def __init__(self, *args: Any, teams: list[Any], editing: bool = False, **kwargs: Any) -> None:
@@ -39,15 +67,13 @@ class EndpointForm(forms.Form):
             del self.fields["team"]
         if not editing:
             del self.fields["clear_api_key"]
+            del self.fields["clear_secret_headers"]
 
     def clean_extra_headers(self) -> dict[str, str]:
         raw = (self.cleaned_data.get("extra_headers") or "").strip()
-        if not raw:
-            return {}
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise forms.ValidationError("an object of header name: string value")
-        return value
+        return _header_object(raw) if raw else {}
+
+    def clean_secret_headers(self) -> dict[str, str] | None:
+        """None: keep the stored ones (the field is blank, as it always renders)."""
+        raw = (self.cleaned_data.get("secret_headers") or "").strip()
+        return _header_object(raw) if raw else None

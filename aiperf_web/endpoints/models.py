@@ -1,7 +1,8 @@
-"""An endpoint: an OpenAI-compatible server a team benchmarks. The API key is stored only
-encrypted (Fernet) and is never rendered, logged or exported again. A Dynamo endpoint also
-keeps what its last "Test connection" found about session affinity (the engine's
-`check_affinity`): which generation it speaks and which affinity modes will work there."""
+"""An endpoint: an OpenAI-compatible server a team benchmarks. The API key and the headers
+marked secret are stored only encrypted (Fernet) and are never rendered, logged or exported
+again. A Dynamo endpoint also keeps what its last "Test connection" found about session
+affinity (the engine's `check_affinity`): which generation it speaks and which affinity modes
+will work there."""
 
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ class Endpoint(PublicModel):
     model = models.CharField(max_length=200)
     api_key_encrypted = models.TextField(blank=True, default="")
     extra_headers = models.JSONField(default=dict, blank=True)
+    # Headers that are credentials (an Azure-style `api-key`, a gateway token): a Fernet token of
+    # their JSON object, kept like the API key: never rendered, returned, logged or put in a
+    # run's stored spec; the worker attaches them at run time. Their names are not secret.
+    secret_headers_encrypted = models.TextField(blank=True, default="")
+    secret_header_names = models.JSONField(default=list, blank=True)
     server_kind = models.CharField(
         max_length=10, choices=ServerKind.choices, default=ServerKind.OPENAI
     )

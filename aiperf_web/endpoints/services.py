@@ -3,6 +3,7 @@ target an endpoint stands for."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -17,7 +18,14 @@ from aiperf_web.core.text import message_quoting_server, text_excerpt
 from aiperf_web.endpoints.models import Endpoint, ServerKind
 from aiperf_web.teams.models import Role, Team
 from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
-from runner import AffinityDetection, RunnerError, check_affinity, check_endpoint
+from runner import (
+    AffinityDetection,
+    EndpointTarget,
+    RunnerError,
+    RunSpec,
+    check_affinity,
+    check_endpoint,
+)
 
 _KEEP = object()
 # The stored detection, cleared together (a new URL or kind is another server).
@@ -45,6 +53,61 @@ def endpoint_api_key(*, endpoint: Endpoint) -> str | None:
     if not endpoint.api_key_encrypted:
         return None
     return decrypt_secret(endpoint.api_key_encrypted)
+
+
+def endpoint_secret_headers(*, endpoint: Endpoint) -> dict[str, str]:
+    """The headers marked secret, decrypted ({} when none, or stored under another key)."""
+    if not endpoint.secret_headers_encrypted:
+        return {}
+    plain = decrypt_secret(endpoint.secret_headers_encrypted)
+    return {} if plain is None else dict(json.loads(plain))
+
+
+def endpoint_request_headers(*, endpoint: Endpoint) -> dict[str, str]:
+    """Every header a request to the endpoint carries: the plain ones and the secret ones."""
+    return {**(endpoint.extra_headers or {}), **endpoint_secret_headers(endpoint=endpoint)}
+
+
+def endpoint_attach_secrets(*, spec: RunSpec, endpoint: Endpoint) -> RunSpec:
+    """The spec with the endpoint's API key and secret headers attached: in the worker's memory
+    at run time only, never in the run's stored spec (endpoint_target leaves them out)."""
+    spec = spec.with_api_key(endpoint_api_key(endpoint=endpoint))
+    secret = endpoint_secret_headers(endpoint=endpoint)
+    if not secret or not isinstance(spec.target, EndpointTarget):
+        return spec
+    target = spec.target.model_copy(update={"headers": {**spec.target.headers, **secret}})
+    return spec.model_copy(update={"target": target})
+
+
+def _store_secret_headers(endpoint: Endpoint, headers: dict[str, str]) -> None:
+    endpoint.secret_headers_encrypted = encrypt_secret(json.dumps(headers)) if headers else ""
+    endpoint.secret_header_names = sorted(headers)
+
+
+def _validate_secret_headers(
+    secret_headers: Any, *, extra_headers: dict[str, str]
+) -> dict[str, str]:
+    """The secret headers as given, or Invalid on `secret_headers` that never quotes a value."""
+    if not isinstance(secret_headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in secret_headers.items()
+    ):
+        raise Invalid.field("secret_headers", "must be an object of header name: string value")
+    if secret_headers:
+        try:
+            spec_parse({"target": {"kind": "endpoint", "url": "http://x", "model": "m",
+                                   "headers": secret_headers}, "duration_s": 1})  # fmt: skip
+        except Invalid:
+            raise Invalid.field(
+                "secret_headers",
+                "names without spaces or colons, values on one line: "
+                + ", ".join(sorted(secret_headers)),
+            ) from None
+    both = {k.lower() for k in secret_headers} & {k.lower() for k in extra_headers}
+    if both:
+        raise Invalid.field(
+            "secret_headers", f"also among the plain extra headers: {', '.join(sorted(both))}"
+        )
+    return dict(secret_headers)
 
 
 def _validate(
@@ -103,6 +166,7 @@ def endpoint_create(
     model: str,
     api_key: str | None = None,
     extra_headers: Any = None,
+    secret_headers: Any = None,
     server_kind: str = ServerKind.OPENAI,
     is_builtin: bool = False,
 ) -> Endpoint:
@@ -114,17 +178,21 @@ def endpoint_create(
         extra_headers=extra_headers or {},
         server_kind=server_kind,
     )
+    secrets = _validate_secret_headers(secret_headers or {}, extra_headers=values["extra_headers"])
     if Endpoint.objects.filter(team=team, name=values["name"]).exists():
         raise Invalid.field("name", f"team {team.name} has an endpoint named {values['name']!r}")
     try:
         with transaction.atomic():
-            return Endpoint.objects.create(
+            endpoint = Endpoint(
                 team=team,
                 api_key_encrypted=encrypt_secret(api_key) if api_key else "",
                 created_by=user_or_none(actor),
                 is_builtin=is_builtin,
                 **values,
             )
+            _store_secret_headers(endpoint, secrets)
+            endpoint.save()
+            return endpoint
     except IntegrityError:
         raise Invalid.field("name", "an endpoint with this name exists") from None
 
@@ -138,12 +206,15 @@ def endpoint_update(
     model: str | None = None,
     api_key: Any = _KEEP,
     extra_headers: Any = None,
+    secret_headers: Any = _KEEP,
     server_kind: str | None = None,
 ) -> Endpoint:
     """Change what is given. `api_key`: a string replaces it, "" or None clears it, absent
     keeps it (the stored key is never shown, so a form leaves it blank to keep it) unless the
     base URL changes: the key was entered for one server, and a member who points the
-    endpoint at a host of their own and presses Test must not receive it there."""
+    endpoint at a host of their own and presses Test must not receive it there.
+    `secret_headers` likewise: an object replaces them all, {} or None clears them, absent
+    keeps them unless the base URL changes."""
     require_role(user=actor, team=endpoint.team, role=Role.MEMBER)
     values = _validate(
         name=endpoint.name if name is None else name,
@@ -152,6 +223,18 @@ def endpoint_update(
         extra_headers=endpoint.extra_headers if extra_headers is None else extra_headers,
         server_kind=endpoint.server_kind if server_kind is None else server_kind,
     )
+    secrets = None
+    if secret_headers is not _KEEP:
+        secrets = _validate_secret_headers(
+            secret_headers or {}, extra_headers=values["extra_headers"]
+        )
+    else:
+        kept = {name.lower() for name in endpoint.secret_header_names or ()}
+        both = kept & {name.lower() for name in values["extra_headers"]}
+        if both:
+            raise Invalid.field(
+                "extra_headers", f"{', '.join(sorted(both))}: already a secret header"
+            )
     clash = Endpoint.objects.filter(team=endpoint.team, name=values["name"]).exclude(pk=endpoint.pk)
     if clash.exists():
         raise Invalid.field("name", f"an endpoint named {values['name']!r} exists")
@@ -166,6 +249,10 @@ def endpoint_update(
         endpoint.api_key_encrypted = encrypt_secret(api_key) if api_key else ""
     elif other_url:
         endpoint.api_key_encrypted = ""
+    if secrets is not None:
+        _store_secret_headers(endpoint, secrets)
+    elif other_url:
+        _store_secret_headers(endpoint, {})
     endpoint.save()
     return endpoint
 
@@ -183,7 +270,7 @@ def endpoint_test_connection(*, actor: AnyUser, endpoint: Endpoint) -> str:
     require_role(user=actor, team=endpoint.team, role=Role.MEMBER)
     check_outbound_url(endpoint.base_url)
     api_key = endpoint_api_key(endpoint=endpoint)
-    headers = dict(endpoint.extra_headers or {})
+    headers = endpoint_request_headers(endpoint=endpoint)
     try:
         info = check_endpoint(
             endpoint.base_url,

@@ -53,6 +53,7 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
                 model=data["model"],
                 api_key=data.get("api_key") or None,
                 extra_headers=data["extra_headers"],
+                secret_headers=data.get("secret_headers"),
                 server_kind=data["server_kind"],
             )
         except Invalid as exc:
@@ -89,17 +90,33 @@ def endpoint_detail(request: HttpRequest, endpoint_id: str) -> HttpResponse:
             changes["api_key"] = None
         elif data.get("api_key"):
             changes["api_key"] = data["api_key"]
+        if data.get("clear_secret_headers"):
+            changes["secret_headers"] = None
+        elif data.get("secret_headers") is not None:
+            changes["secret_headers"] = data["secret_headers"]
         had_key = endpoint.has_api_key
+        had_secrets = bool(endpoint.secret_header_names)
         try:
             services.endpoint_update(actor=request.user, endpoint=endpoint, **changes)
         except Invalid as exc:
             add_service_errors(form, exc.fields, str(exc))
         else:
-            dropped = had_key and not endpoint.has_api_key and "api_key" not in changes
+            dropped = [
+                what
+                for what, had, has, field in (
+                    ("API key", had_key, endpoint.has_api_key, "api_key"),
+                    ("secret headers", had_secrets, bool(endpoint.secret_header_names),
+                     "secret_headers"),
+                )
+                if had and not has and field not in changes
+            ]  # fmt: skip
+            one = dropped == ["API key"]
             messages.success(
                 request,
-                "Endpoint saved. The stored API key was removed because the base URL changed: "
-                "enter it again if the new server needs it."
+                f"Endpoint saved. The stored {' and '.join(dropped)} "
+                f"{'was' if one else 'were'} removed because the base URL changed: enter "
+                f"{'it' if one else 'them'} again if the new server needs "
+                f"{'it' if one else 'them'}."
                 if dropped
                 else "Endpoint saved.",
             )

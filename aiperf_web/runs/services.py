@@ -37,7 +37,7 @@ from aiperf_web.core.specs import spec_json, spec_override, spec_parse
 from aiperf_web.core.tags import tags_normalize
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.selectors import endpoint_get
-from aiperf_web.endpoints.services import endpoint_api_key, endpoint_target
+from aiperf_web.endpoints.services import endpoint_attach_secrets, endpoint_target
 from aiperf_web.runs.models import (
     ACTIVE,
     FINAL,
@@ -519,7 +519,7 @@ def _execute_claimed(*, run_uuid: str) -> str:
             if spec.target.metrics_scrape_url is not None:
                 check_outbound_url(spec.target.metrics_scrape_url)
             if run_obj.endpoint is not None:
-                spec = spec.with_api_key(endpoint_api_key(endpoint=run_obj.endpoint))
+                spec = endpoint_attach_secrets(spec=spec, endpoint=run_obj.endpoint)
         # Everything allocated so far (Django, the app, the spec) lives as long as the process:
         # moved out of the collector's sight, the engine's frequent collections do not walk it.
         gc.freeze()

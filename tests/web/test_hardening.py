@@ -259,3 +259,118 @@ def test_a_run_socket_of_a_viewer_who_stays_is_not_closed(
     with _watch(service, run.uuid, world.client("viewer").cookies["sessionid"].value) as ws:
         assert _closed_with(ws, within_s=8) is None
 
+
+# -- secret endpoint headers ---------------------------------------------------------------------
+
+AZURE_KEY = "azure-secret-7f3c9"
+
+
+def _endpoint_with_secret_header(world: World) -> Any:
+    from aiperf_web.endpoints.models import Endpoint
+
+    response = world.api("owner").post(
+        "/api/v1/endpoints",
+        {
+            "name": "azure-like",
+            "base_url": world.endpoint.base_url,
+            "model": "mock-model",
+            "extra_headers": {"X-Team": "perf"},
+            "secret_headers": {"api-key": AZURE_KEY},
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    assert AZURE_KEY not in response.content.decode()
+    assert response.json()["secret_header_names"] == ["api-key"]
+    return Endpoint.objects.get(uuid=response.json()["id"])
+
+
+def test_a_secret_header_is_stored_encrypted_and_never_returned_or_shown(world: World) -> None:
+    from django.db import connection
+
+    endpoint = _endpoint_with_secret_header(world)
+    assert endpoint.extra_headers == {"X-Team": "perf"}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM endpoints_endpoint WHERE id = %s", [endpoint.pk])
+        assert AZURE_KEY not in repr(cursor.fetchall())
+    for persona in ("owner", "viewer"):
+        for url in (f"/api/v1/endpoints/{endpoint.uuid}", "/api/v1/endpoints"):
+            assert AZURE_KEY not in world.api(persona).get(url).content.decode()
+        for url in (f"/endpoints/{endpoint.uuid}/", "/endpoints/"):
+            page = world.client(persona).get(url).content.decode()
+            assert AZURE_KEY not in page
+        assert (
+            "api-key (encrypted; values never shown)"
+            in world.client(persona).get(f"/endpoints/{endpoint.uuid}/").content.decode()
+        )
+
+
+def test_a_page_form_with_an_error_does_not_echo_the_secret_headers(world: World) -> None:
+    response = world.client("owner").post(
+        "/endpoints/new/",
+        {
+            "name": "",
+            "base_url": world.endpoint.base_url,
+            "model": "m",
+            "server_kind": "openai",
+            "secret_headers": f'{{"api-key": "{AZURE_KEY}"}}',
+        },
+    )
+    assert response.status_code == 200
+    assert AZURE_KEY not in response.content.decode()
+
+
+def test_secret_headers_are_kept_on_a_blank_edit_and_dropped_with_the_base_url(
+    world: World,
+) -> None:
+    from aiperf_web.endpoints.services import endpoint_secret_headers
+
+    endpoint = _endpoint_with_secret_header(world)
+    api = world.api("teammate")
+    url = f"/api/v1/endpoints/{endpoint.uuid}"
+    assert api.patch(url, {"model": "mock-model"}, content_type="application/json").json()[
+        "secret_header_names"
+    ] == ["api-key"]
+    endpoint.refresh_from_db()
+    assert endpoint_secret_headers(endpoint=endpoint) == {"api-key": AZURE_KEY}
+    moved = api.patch(
+        url, {"base_url": "http://localhost:8100"}, content_type="application/json"
+    ).json()
+    assert moved["secret_header_names"] == []
+    endpoint.refresh_from_db()
+    assert endpoint_secret_headers(endpoint=endpoint) == {}
+    # A plain header may not shadow a secret one.
+    api.patch(url, {"secret_headers": {"api-key": "x"}}, content_type="application/json")
+    clash = api.patch(url, {"extra_headers": {"API-Key": "y"}}, content_type="application/json")
+    assert clash.status_code == 422
+
+
+def test_a_run_sends_the_secret_headers_but_its_stored_spec_never_holds_them(
+    transactional_db: Any, mock_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aiperf_web.runs.services as run_services
+    from aiperf_web.runs.models import Run
+
+    world = World(mock_url)
+    endpoint = _endpoint_with_secret_header(world)
+    run = run_services.run_launch(
+        actor=world.owner,
+        scenario_id=world.scenario.uuid,
+        endpoint_id=endpoint.uuid,
+        enqueue=False,
+    )
+    assert AZURE_KEY not in json.dumps(run.spec)
+    assert run.spec["target"]["headers"] == {"X-Team": "perf"}
+    seen: list[Any] = []
+
+    def engine(spec: Any, **kwargs: Any) -> Any:
+        seen.append(spec)
+        raise RuntimeError("the test stops here")
+
+    monkeypatch.setattr(run_services, "run", engine)
+    run_services.run_execute(run_uuid=str(run.uuid), worker="test")
+    assert seen, "the engine was not started"
+    assert seen[0].target.headers == {"X-Team": "perf", "api-key": AZURE_KEY}
+    stored = Run.objects.get(pk=run.pk)
+    assert AZURE_KEY not in json.dumps(stored.spec) + stored.reason + json.dumps(stored.summary)
+    assert AZURE_KEY not in " ".join(stored.log_lines.values_list("message", flat=True))
