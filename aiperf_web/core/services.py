@@ -55,7 +55,7 @@ DEMO_SPEC: dict[str, Any] = {
 DEMO_SAMPLE = "claude-code-subagents"
 DEMO_SYNTHETIC_DESCRIPTION = (
     "The seeded synthetic agentic workload (the public Claude Code trace was not found: see "
-    "AIPERF_SAMPLES_DIR), replayed by 64 lanes from random instants at 100x speed for a "
+    "AIPERF_SAMPLES_DIR), replayed by 64 lanes from random instants at its own speed for a "
     "minute, spawn-pin routing and lineage affinity. Re-run with overrides "
     '{"policy": "legacy"} or {"scope": "conversation"} to compare.'
 )
@@ -121,12 +121,14 @@ def demo_bootstrap(*, mock_url: str) -> Bootstrap:
             )
         else:
             # No public traces on this machine (AIPERF_SAMPLES_DIR): the same experiment on
-            # the seeded synthetic agentic workload.
+            # the seeded synthetic agentic workload, at its own speed: its think times are
+            # seconds, not the real session's minutes, and 100x would ask a 2-core machine for
+            # ~1,200 requests/s of 50k-token prompts.
             scenario = scenario_create(
                 actor=admin,
                 team=team,
                 name=DEMO_SCENARIO,
-                spec={**DEMO_SPEC, "workload": {"synthetic": {"seed": 0}}},
+                spec={**DEMO_SPEC, "speedup": 1, "workload": {"synthetic": {"seed": 0}}},
                 trace_ids=[],
                 description=DEMO_SYNTHETIC_DESCRIPTION,
                 tags="demo,synthetic",
