@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -245,3 +246,31 @@ def world(db: Any, mock_url: str) -> World:
 def live_world(transactional_db: Any, mock_url: str, run_worker: str) -> World:
     """The same objects, committed, with a worker consuming the queue."""
     return World(mock_url)
+
+
+@pytest.fixture(scope="module")
+def service(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
+    """The ASGI application as uvicorn serves it, in a thread of the test process on the test
+    database, on a free loopback port; yields its base URL. For what a test client would hide:
+    how much of a body is read before a refusal, what goes over a real socket."""
+    import uvicorn
+
+    from aiperf_web.asgi import application
+    from aiperf_web.core.mock import free_port
+
+    port = free_port()
+    config = uvicorn.Config(
+        application, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    with django_db_blocker.unblock():
+        thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                pytest.fail("uvicorn did not start within 20 s")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,32 +21,6 @@ from aiperf_web.scenarios.models import Scenario, Trace
 from tests.web.conftest import World
 
 JSON = "application/json"
-
-
-@pytest.fixture(scope="module")
-def service(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
-    """The ASGI application served by uvicorn on a free loopback port; yields its base URL."""
-    import uvicorn
-
-    from aiperf_web.asgi import application
-    from aiperf_web.core.mock import free_port
-
-    port = free_port()
-    config = uvicorn.Config(
-        application, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    with django_db_blocker.unblock():
-        thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                pytest.fail("uvicorn did not start within 20 s")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture
