@@ -28,6 +28,8 @@ __all__ = ["iter_json_lines", "json_too_deep", "parse_json"]
 _OPEN_CLOSE = bytes.maketrans(b"[{]}", b"(())")
 _DELETE = bytes(c for c in range(256) if c not in b'[]{}"')
 _DELETE_KEEP_NEWLINES = bytes(c for c in range(256) if c not in b'[]{}"\n')
+# Object ends and line breaks only, to find the line where the n-th object closes.
+_DELETE_BUT_OBJECT_ENDS = bytes(c for c in range(256) if c not in b'}"\n')
 # A \u escape of a UTF-16 surrogate (high or low); whether it is paired is judged after parsing.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -68,7 +70,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _skeleton(text: str, *, newlines: bool = False) -> bytes:
+def _skeleton(
+    text: str, *, newlines: bool = False, table: bytes | None = _OPEN_CLOSE, delete: bytes = b""
+) -> bytes:
     """The brackets of `text` outside JSON strings, as b"(" and b")" (and b"\\n" if asked).
 
     Escaped backslashes, then escaped quotes, are blanked; everything but brackets and quotes
@@ -80,7 +84,7 @@ def _skeleton(text: str, *, newlines: bool = False) -> bytes:
     data = text.encode("utf-8", "surrogatepass")
     if b"\\" in data:
         data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
-    skeleton = data.translate(_OPEN_CLOSE, _DELETE_KEEP_NEWLINES if newlines else _DELETE)
+    skeleton = data.translate(table, delete or (_DELETE_KEEP_NEWLINES if newlines else _DELETE))
     if b'"' in skeleton:
         skeleton = skeleton.replace(b'""', b"")
         if b'"' in skeleton:
@@ -96,27 +100,28 @@ _DECODER = json.JSONDecoder(
 
 
 def _duplicate_line(text: str) -> int | None:
-    """The line (1-based) where the first object holding a repeated key starts, found by
-    decoding again with the pure-Python scanner, whose object parser sees text positions.
-    Failure path only: that scanner is some ten times slower than the C one."""
-    found: list[int] = []
+    """The line (1-based) where the first object holding a repeated key closes (failure path
+    only, one more decode at C speed). The decoder completes objects in the order their
+    closing braces appear, so counting the objects completed before the refusal names its
+    brace among those outside strings."""
+    completed = 0
 
-    def parse_object(s_and_end: tuple[str, int], *args: Any) -> tuple[Any, int]:
-        try:
-            return json.decoder.JSONObject(s_and_end, *args)  # type: ignore[attr-defined,no-any-return]
-        except _DuplicateKey:
-            if not found:
-                found.append(s_and_end[1])
-            raise
+    def counting(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal completed
+        obj = _unique_keys(pairs)
+        completed += 1
+        return obj
 
     decoder = json.JSONDecoder(
-        parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+        parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=counting
     )
-    decoder.parse_object = parse_object  # type: ignore[attr-defined]
-    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
     with contextlib.suppress(_DuplicateKey):
         decoder.decode(text)
-    return text.count("\n", 0, found[0]) + 1 if found else None
+    ends = _skeleton(text, table=None, delete=_DELETE_BUT_OBJECT_ENDS)
+    before = ends.split(b"}", completed + 1)
+    if len(before) <= completed + 1:
+        return None
+    return ends.count(b"\n", 0, len(ends) - len(before[-1])) + 1
 
 
 def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -189,7 +194,8 @@ def parse_json(
         value = _DECODER.decode(text)
     except _DuplicateKey as exc:
         raise TraceError(
-            f"the key {shown(exc.key)} appears twice in one object",
+            f"the key {shown(exc.key)} appears twice in one object"
+            + ("" if line is not None else " (the one that closes on this line)"),
             source=source,
             line=line if line is not None else _duplicate_line(text),
             fix="give each key once: JSON readers disagree on which copy wins",

@@ -292,3 +292,21 @@ def test_an_impossible_claude_code_timeline_is_refused_at_its_path(
     # A whole-document format: the JSON path names the request, as for every other error.
     path = write(tmp_path, claude_text(*requests))
     assert_located(refusal(path), file=path, line=None, problem=f"at {field}: {problem}")
+
+
+def test_a_repeated_key_in_a_pretty_printed_document_names_the_line_its_object_closes_on(
+    tmp_path: Path,
+) -> None:
+    text = json.dumps({"id": "c", "block_size": 64, "requests": [CALL, CALL]}, indent=1)
+    # The second request gets "out" twice; strings holding braces must not shift the count.
+    text = text.replace('"id": "c"', '"id": "c}{"', 1)
+    second = text.rindex('"out": 10')
+    text = text[:second] + '"out": 10,\n   "out": 11' + text[second + len('"out": 10') :]
+    closing = text.count("\n", 0, text.index("}", second)) + 1
+    path = write(tmp_path, text)
+    assert_located(
+        refusal(path),
+        file=path,
+        line=closing,
+        problem="the key 'out' appears twice in one object (the one that closes on this line)",
+    )
