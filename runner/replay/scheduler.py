@@ -129,7 +129,12 @@ def _check_sessions_at_once(trees: Sequence[Tree], config: ReplayConfig) -> None
             f"tree {shown(largest.id)} has {sessions:,} sessions: on {lanes:,} lanes that is "
             f"{sessions * lanes:,} at once"
         )
-        fix = f"use at most {max(1, MAX_SESSIONS_AT_ONCE // sessions):,} lanes, or split the tree"
+        fitting = MAX_SESSIONS_AT_ONCE // sessions
+        fix = (
+            f"use at most {fitting:,} lane{'s' if fitting > 1 else ''}, or split the tree"
+            if fitting
+            else "the tree alone is over it: split the tree"
+        )
     raise SpecError(
         f"{problem}, over the limit of {MAX_SESSIONS_AT_ONCE:,} live sessions "
         f"({fix}, or raise AIPERF_MAX_SESSIONS_AT_ONCE)"

@@ -78,3 +78,13 @@ def test_simulate_refuses_through_the_environment_variable_with_exit_2() -> None
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1
     assert "on 4 lanes that is 16 at once, over the limit of 10 live sessions" in done.stderr
+
+
+def test_a_tree_over_the_limit_on_its_own_is_not_offered_fewer_lanes() -> None:
+    with pytest.raises(SpecError, match=r"on 2 lanes that is 202 at once, .*\(the tree alone"):
+        ReplayScheduler([fan_out(100)], ReplayConfig(concurrency=2))
+
+
+def test_one_lane_that_fits_is_named_in_the_singular() -> None:
+    with pytest.raises(SpecError, match=r"\(use at most 1 lane, or split the tree"):
+        ReplayScheduler([fan_out(60)], ReplayConfig(concurrency=2))
