@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from tests.web.conftest import World
-from tests.web.test_hostile_http import service as service  # uvicorn in a thread, module-wide
 
 
 def test_a_member_refused_an_admin_action_is_told_it_needs_the_admin_role(
