@@ -33,9 +33,12 @@ production_only = pytest.mark.skipif(
 
 
 def _point_producer_at(url: str) -> None:
-    """This process's Celery app sends to `url` from now on (its pools are rebuilt lazily)."""
-    if app._pool is not None:
-        app._pool.force_close_all()
+    """This process's Celery app sends to `url` from now on (its pools are rebuilt lazily).
+    kombu keeps one pool per connection in a process-wide registry, so closing the app's pool
+    alone would leave a closed pool to be handed back when the URL returns: reset them all."""
+    from kombu import pools
+
+    pools.reset()
     app.conf.broker_url = url
     app._pool = None
     app.amqp._producer_pool = None
