@@ -314,6 +314,9 @@ AIPERF_METRICS_TOKEN = env_str("AIPERF_METRICS_TOKEN")
 AIPERF_LOGIN_MAX_FAILURES = env_int("AIPERF_LOGIN_MAX_FAILURES", 10)
 AIPERF_LOGIN_WINDOW_S = env_int("AIPERF_LOGIN_WINDOW_S", 300)
 AIPERF_LOGIN_LOCKOUT_S = env_int("AIPERF_LOGIN_LOCKOUT_S", 900)
+# Reverse proxies (IPs, CIDRs, `*`) whose X-Forwarded-For / X-Forwarded-Proto uvicorn believes
+# (core/proxy.py); none by default, so a client cannot choose its own address.
+AIPERF_TRUSTED_PROXIES = env_list("AIPERF_TRUSTED_PROXIES")
 
 # -- Cache (the login throttle's counts) -----------------------------------------------------
 # Redis in production, shared by every web process; process memory in the embedded default

@@ -68,8 +68,8 @@ def _now() -> float:
 
 
 def client_ip(request: HttpRequest | None) -> str:
-    # REMOTE_ADDR: the peer uvicorn saw (behind a proxy, uvicorn's --proxy-headers and
-    # --forwarded-allow-ips make it the client's); never a header the client chose.
+    # REMOTE_ADDR: the peer uvicorn saw, or the X-Forwarded-For client when that peer is a
+    # proxy named in AIPERF_TRUSTED_PROXIES (core/proxy.py); never a header the client chose.
     if request is None:
         return ""
     return str(request.META.get("REMOTE_ADDR", ""))

@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from aiperf_web.core.dynamo import RealDynamo, real_dynamo_launch
 from aiperf_web.core.mock import MockServer, die_with_parent
+from aiperf_web.core.proxy import uvicorn_proxy_options
 from aiperf_web.core.services import DEMO_USER, demo_bootstrap, mock_url_default
 from aiperf_web.core.worker import EmbeddedWorker, StaleRunReaper
 from aiperf_web.runs.services import runs_requeue_queued
@@ -134,6 +135,9 @@ class Command(BaseCommand):
                 log_level="warning",
                 access_log=False,
                 lifespan="off",
+                # The client address (login throttle, logs) from X-Forwarded-For only when it
+                # comes from a proxy named in AIPERF_TRUSTED_PROXIES.
+                **uvicorn_proxy_options(),
             )
         finally:
             if worker is not None:
