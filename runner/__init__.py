@@ -4,6 +4,8 @@ The public face; everything outside `runner/` (the web service, scripts) imports
 names (a test enforces it):
 
     RunSpec, parse_spec            one run, validated once (workload, timing, routing, target)
+    POLICIES, AFFINITIES, DYNAMO_AFFINITIES, SCOPES, TIMING_MODES, ARRIVALS
+                                   the knobs' vocabularies (RunSpec's own choices), for forms
     MAX_DURATION_S                 the longest run a spec accepts (AIPERF_MAX_DURATION_S)
     EndpointTarget, SimulatedTarget, Workload, SyntheticConfig
     run(spec, *, traces, sink, stop) -> RunResult      either clock, blocking
@@ -37,7 +39,19 @@ from runner.output import (
 )
 from runner.preflight import check_affinity, check_endpoint
 from runner.run import RunResult, load_workload, run, run_async
-from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload, parse_spec
+from runner.spec import (
+    AFFINITIES,
+    ARRIVALS,
+    DYNAMO_AFFINITIES,
+    POLICIES,
+    SCOPES,
+    TIMING_MODES,
+    EndpointTarget,
+    RunSpec,
+    SimulatedTarget,
+    Workload,
+    parse_spec,
+)
 from runner.trace import (
     DEFAULT_MAX_BYTES,
     FILE_FORMATS,
@@ -48,12 +62,18 @@ from runner.trace import (
 )
 
 __all__ = [
+    "AFFINITIES",
+    "ARRIVALS",
     "DEFAULT_MAX_BYTES",
+    "DYNAMO_AFFINITIES",
     "ERROR_CATEGORIES",
     "FILE_FORMATS",
     "LATENCY_KEYS",
     "MAX_DURATION_S",
+    "POLICIES",
+    "SCOPES",
     "SUMMARY_KEYS",
+    "TIMING_MODES",
     "AffinityDetection",
     "BadInput",
     "ClientWorkerArrays",

@@ -44,13 +44,25 @@ from runner.limits import (
     MAX_REQUESTS,
 )
 from runner.replay.engine import EngineConfig
-from runner.replay.scheduler import MIN_BURSTINESS, ReplayConfig
+from runner.replay.scheduler import (
+    ARRIVALS,
+    MIN_BURSTINESS,
+    TIMINGS,
+    Arrival,
+    Joins,
+    ReplayConfig,
+    Timing,
+)
 from runner.routing.router import Policy
 from runner.servermetrics import metrics_url_for
 from runner.trace import DEFAULT_MAX_BYTES, SyntheticConfig
 
 __all__ = [
+    "AFFINITIES",
     "ARRIVALS",
+    "DYNAMO_AFFINITIES",
+    "POLICIES",
+    "SCOPES",
     "TIMING_MODES",
     "EndpointTarget",
     "RunSpec",
@@ -60,20 +72,22 @@ __all__ = [
     "parse_spec",
 ]
 
-Timing = Literal["lanes", "rate", "schedule", "closed"]
-Arrival = Literal["poisson", "constant", "gamma"]
-Joins = Literal["recorded", "strict"]
 AffinityActions = Literal["bind", "open"]
 CloseOn = Literal["tree-final", "root-final"]
 PolicyName = Literal["spawn-pin", "legacy", "least-loaded"]
-AffinityName = Literal["none", "dynamo-nvext", "dynamo-headers", "header"]
+# The affinity modes only NVIDIA Dynamo reads (nvext.session_control, the X-Dynamo-* headers),
+# in the order a scope comparison prefers them; `scope` decides their key. Every server can key
+# on a plain `header`.
+DynamoAffinityName = Literal["dynamo-nvext", "dynamo-headers"]
+AffinityName = Literal["none", DynamoAffinityName, "header"]
 
-# The CLI derives its option choices from these, so a value is never listed twice.
-TIMING_MODES: tuple[str, ...] = get_args(Timing)
-ARRIVALS: tuple[str, ...] = get_args(Arrival)
+# The CLI and the web service derive their choices from these (exported by `runner`), so a
+# value is never listed twice; tests/runner/test_face.py holds the enums to them.
+TIMING_MODES: tuple[str, ...] = TIMINGS
 JOINS: tuple[str, ...] = get_args(Joins)
 POLICIES: tuple[str, ...] = get_args(PolicyName)
 AFFINITIES: tuple[str, ...] = get_args(AffinityName)
+DYNAMO_AFFINITIES: tuple[str, ...] = get_args(DynamoAffinityName)
 SCOPES: tuple[str, ...] = get_args(Scope)
 HEADER_SOURCES: tuple[str, ...] = get_args(HeaderSource)
 AFFINITY_ACTIONS: tuple[str, ...] = get_args(AffinityActions)

@@ -11,6 +11,7 @@ from django.db import models
 
 from aiperf_web.core.models import PublicModel
 from aiperf_web.teams.models import Team
+from runner import AFFINITIES, DYNAMO_AFFINITIES
 
 
 class ServerKind(models.TextChoices):
@@ -21,13 +22,16 @@ class ServerKind(models.TextChoices):
 
 
 # Which affinity emitters make sense per server kind (docs/product.md §4.5): only Dynamo reads
-# nvext.session_control and the X-Dynamo-* headers; every server can key on a plain header
-# (vLLM production-stack session key, SGLang X-SMG-Routing-Key, X-Session-ID).
+# nvext.session_control and the X-Dynamo-* headers (the engine's DYNAMO_AFFINITIES); every
+# server can key on a plain header (vLLM production-stack session key, SGLang
+# X-SMG-Routing-Key, X-Session-ID). Derived from the engine's lists: a new mode needs no edit.
 AFFINITY_BY_KIND: dict[str, tuple[str, ...]] = {
-    ServerKind.OPENAI: ("none", "header"),
-    ServerKind.DYNAMO: ("none", "dynamo-nvext", "dynamo-headers", "header"),
-    ServerKind.VLLM: ("none", "header"),
-    ServerKind.SGLANG: ("none", "header"),
+    kind: (
+        AFFINITIES
+        if kind == ServerKind.DYNAMO
+        else tuple(mode for mode in AFFINITIES if mode not in DYNAMO_AFFINITIES)
+    )
+    for kind in ServerKind
 }
 
 # Dynamo's affinity generations (docs/product.md §4.5) in plain words, by `check_affinity`'s names.

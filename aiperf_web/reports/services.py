@@ -22,15 +22,15 @@ from aiperf_web.runs import services as run_svc
 from aiperf_web.runs.models import Run
 from aiperf_web.scenarios.selectors import scenario_get
 from aiperf_web.teams.selectors import AnyUser, user_or_none
+from runner import DYNAMO_AFFINITIES, POLICIES, SCOPES
 
 # The knobs a pair may vary, with the values each may take (RunSpec's own choices).
-AB_KNOBS: dict[str, tuple[str, ...]] = {
-    "policy": ("legacy", "spawn-pin", "least-loaded"),
-    "scope": ("conversation", "lineage"),
-}
+# A scope pair needs an affinity mode whose key the scope decides: DYNAMO_AFFINITIES, in the
+# order a pair prefers them.
+AB_KNOBS: dict[str, tuple[str, ...]] = {"policy": POLICIES, "scope": SCOPES}
+# What a pair compares when it names no values: the client-side leak and its fix; the
+# children's cache misses and lineage's fix.
 AB_DEFAULTS = {"policy": ("legacy", "spawn-pin"), "scope": ("conversation", "lineage")}
-# The affinity modes whose key the scope decides, in the order a scope pair prefers them.
-SCOPED_AFFINITY = ("dynamo-nvext", "dynamo-headers")
 
 
 def _signature(run_obj: Run) -> Any:
@@ -53,14 +53,14 @@ def _scope_affinity(*, actor: AnyUser, scenario_id: object, endpoint_id: object)
     """The affinity mode of a scope pair that sets none: the scenario's own when it is scoped
     and works on the target, else the first scoped mode the endpoint accepts (dynamo-headers
     on a Dynamo release from 1.3 on, as its connection test found)."""
-    allowed: tuple[str, ...] = SCOPED_AFFINITY
+    allowed: tuple[str, ...] = DYNAMO_AFFINITIES
     if endpoint_id not in (None, "", run_svc.SIMULATED):
         endpoint = endpoint_get(user=actor, endpoint_id=endpoint_id)
-        allowed = tuple(m for m in SCOPED_AFFINITY if m in endpoint.affinity_choices)
+        allowed = tuple(m for m in DYNAMO_AFFINITIES if m in endpoint.affinity_choices)
         if not allowed:
             raise Invalid.field(
                 "endpoint",
-                f"{endpoint.name} takes neither {' nor '.join(SCOPED_AFFINITY)} "
+                f"{endpoint.name} takes neither {' nor '.join(DYNAMO_AFFINITIES)} "
                 f"(modes that work there: {', '.join(endpoint.affinity_choices)}): a scope pair "
                 "has nothing to compare",
             )
@@ -92,9 +92,9 @@ def ab_launch(
         base["affinity"] = _scope_affinity(
             actor=actor, scenario_id=scenario_id, endpoint_id=endpoint_id
         )
-    if knob == "scope" and base["affinity"] not in SCOPED_AFFINITY:
+    if knob == "scope" and base["affinity"] not in DYNAMO_AFFINITIES:
         raise Invalid.field(
-            "overrides.affinity", f"a scope pair needs affinity {' or '.join(SCOPED_AFFINITY)}"
+            "overrides.affinity", f"a scope pair needs affinity {' or '.join(DYNAMO_AFFINITIES)}"
         )
     with transaction.atomic():
         runs: list[Run] = []

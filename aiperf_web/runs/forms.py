@@ -8,6 +8,7 @@ from django import forms
 from aiperf_web.core.forms import spec_fields
 from aiperf_web.endpoints.models import ServerKind
 from aiperf_web.runs.models import Status
+from runner import POLICIES, SCOPES
 
 # The knobs the launch page shows (docs/product.md §5); any other goes in "more overrides".
 LAUNCH_KNOBS = (
@@ -30,13 +31,10 @@ class RunFilterForm(forms.Form):
     endpoint = forms.ChoiceField(required=False)
     tag = forms.CharField(required=False, max_length=40)
     policy = forms.ChoiceField(
-        required=False,
-        choices=[("", "any policy"), ("spawn-pin", "spawn-pin"), ("legacy", "legacy"),
-                 ("least-loaded", "least-loaded")],
-    )  # fmt: skip
+        required=False, choices=[("", "any policy"), *((p, p) for p in POLICIES)]
+    )
     scope = forms.ChoiceField(
-        required=False,
-        choices=[("", "any scope"), ("conversation", "conversation"), ("lineage", "lineage")],
+        required=False, choices=[("", "any scope"), *((s, s) for s in SCOPES)]
     )
     q = forms.CharField(required=False, max_length=100, label="Search")
     created_from = forms.DateField(

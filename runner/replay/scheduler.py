@@ -30,9 +30,11 @@ __all__ = [
     "MIN_BURSTINESS",
     "TIMINGS",
     "Arrival",
+    "Joins",
     "ReplayConfig",
     "ReplayObserver",
     "ReplayScheduler",
+    "Timing",
 ]
 
 Joins = Literal["recorded", "strict"]

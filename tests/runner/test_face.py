@@ -223,6 +223,27 @@ def test_a_snapshot_at_64_client_and_64_inference_workers_stays_under_16_kb():
     assert max(sizes) < 16 * 1024, sizes
 
 
+# ------------------------------------------------------------------------ the vocabularies
+
+
+def test_the_exported_vocabularies_are_the_specs_choices_and_the_engines_own_enums():
+    from typing import get_args
+
+    from runner.affinity.emitters import AffinityKind
+    from runner.routing.router import Policy
+
+    def choices(knob: str) -> tuple[str, ...]:
+        return get_args(RunSpec.model_fields[knob].annotation)
+
+    assert runner.POLICIES == choices("policy") == tuple(p.value for p in Policy)
+    assert runner.AFFINITIES == choices("affinity") == tuple(k.value for k in AffinityKind)
+    assert set(runner.DYNAMO_AFFINITIES) < set(runner.AFFINITIES)
+    assert "header" not in runner.DYNAMO_AFFINITIES and "none" not in runner.DYNAMO_AFFINITIES
+    assert runner.SCOPES == choices("scope")
+    assert runner.TIMING_MODES == choices("timing")
+    assert runner.ARRIVALS == choices("arrival")
+
+
 # ------------------------------------------------------------------------ the import rule
 
 
