@@ -169,13 +169,14 @@ def compare(request: HttpRequest) -> HttpResponse:
         pair = ABPair.objects.filter(
             uuid=ab_id, team_id__in=team_ids_for(user=request.user)
         ).first()
+    if len(set(ids)) < 2:
+        # The runs list's Compare button lands here with nothing picked: this page is where
+        # runs are picked, so fewer than two is a question to the user, not a bad request.
+        return _compare_pick(request, ids=ids, error="")
     try:
         compared = selectors.runs_compare(user=request.user, run_ids=ids)
-    except Invalid as exc:
-        recent = run_sel.run_list(user=request.user, filters=run_sel.RunFilters())[:30]
-        return render(
-            request, "reports/compare_pick.html", {"error": str(exc), "recent": recent}, status=400
-        )
+    except (Invalid, NotFound) as exc:
+        return _compare_pick(request, ids=ids, error=str(exc), status=400)
     runs = compared["runs"]
     data = {
         "runs": [
@@ -218,6 +219,46 @@ def compare(request: HttpRequest) -> HttpResponse:
             "pair": pair,
             "page_data": data,
         },
+    )
+
+
+COMPARE_PICK_RUNS = 50
+
+
+def _compare_pick(
+    request: HttpRequest, *, ids: list[str], error: str, status: int = 200
+) -> HttpResponse:
+    """The picker: the team's recent runs with a checkbox each, those already named ticked
+    (and listed even when older than the recent ones)."""
+    recent = list(
+        run_sel.run_list(user=request.user, filters=run_sel.RunFilters())[:COMPARE_PICK_RUNS]
+    )
+    shown = {str(r.uuid) for r in recent}
+    missing = []
+    for run_id in ids:
+        if run_id not in shown:
+            try:
+                recent.append(run_sel.run_get(user=request.user, run_id=run_id))
+            except NotFound:
+                missing.append(run_id)
+                continue
+            shown.add(run_id)
+    if missing and not error:
+        # A link naming a run that is gone (or another team's) is bad input, said as such.
+        error = f"runs: no run {', '.join(m[:40] for m in missing[:3])} in your teams"
+        status = 400
+    picked = [i for i in ids if i in shown]
+    hint = (
+        "Tick two or more runs, then Compare. The highest ticked run in the list is the reference "
+        "for the deltas."
+        if not picked
+        else "One run picked: tick at least one more to compare."
+    )
+    return render(
+        request,
+        "reports/compare_pick.html",
+        {"error": error, "hint": hint, "recent": recent, "picked": set(picked)},
+        status=status,
     )
 
 
