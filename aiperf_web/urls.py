@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from aiperf_web.api.views import api
+from aiperf_web.api.site import api
 from aiperf_web.core import views as core_views
 from aiperf_web.core.login import ThrottledAuthenticationForm
 

@@ -1,4 +1,4 @@
-"""The reports part of the JSON API (mounted on /api/v1/ by aiperf_web.api): compare, the
+"""The reports part of the JSON API (mounted on /api/v1/ by aiperf_web.api.site): compare, the
 regression verdict against a baseline (what a CI job gates on), the leak monitor, paired A/B
 launches. Same bearer tokens, same error bodies as the rest of the API."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
-from aiperf_web.core.errors import Forbidden, NotFound
+from aiperf_web.core.errors import Forbidden, Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.teams.models import ROLE_RANK, ApiToken, Membership, Role, Team
 
@@ -56,6 +56,19 @@ def teams_with_role(*, user: AnyUser, role: Role) -> list[Team]:
         (m.team for m in memberships if ROLE_RANK[Role(m.role)] >= ROLE_RANK[role]),
         key=lambda t: t.name,
     )
+
+
+def team_for_create(*, user: AnyUser, team_id: object) -> Team:
+    """The team a new object goes in: the named one, else the user's only team (as a member
+    or admin). Forbidden in none; Invalid when several and none named."""
+    if team_id:
+        return team_get_for_user(user=user, team_id=str(team_id))
+    teams = teams_with_role(user=user, role=Role.MEMBER)
+    if len(teams) == 1:
+        return teams[0]
+    if not teams:
+        raise Forbidden("you are not a member (or admin) of any team")
+    raise Invalid.field("team", "you are in several teams: name one")
 
 
 def team_get_for_user(*, user: AnyUser, team_id: str) -> Team:

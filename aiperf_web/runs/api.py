@@ -1,0 +1,302 @@
+"""The runs part of the JSON API (mounted on /api/v1/ by aiperf_web.api.site): launch with
+overrides of any RunSpec knob, list and filter, cancel, re-run, and read what a run stored
+(snapshots, per-request records, the summary)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any, Optional, cast
+from uuid import UUID
+
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from ninja import Query, Router, Schema, Status
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from aiperf_web.core.errors import Invalid
+from aiperf_web.core.schemas import Ref, Text, ref
+from aiperf_web.core.streaming import stream_response
+from aiperf_web.runs import selectors, services
+from aiperf_web.runs.models import Run
+from runner import RunSpec
+
+router = Router()
+
+# Every RunSpec knob, optional: what a launch may override. The workload belongs to the
+# scenario; the target comes from the endpoint, so it may only be adjusted field by field.
+_override_fields: dict[str, Any] = {
+    name: (Optional[field.annotation], Field(default=None, description=field.description))  # noqa: UP045
+    for name, field in RunSpec.model_fields.items()
+    if name not in ("workload", "target")
+}
+_override_fields["target"] = (
+    Optional[dict[str, Any]],  # noqa: UP045
+    Field(default=None, description="fields of the target to change (e.g. simulated workers)"),
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+RunOverrides: type[BaseModel] = create_model(
+    "RunOverrides",
+    __base__=_Strict,
+    __doc__="Any RunSpec knob; what is left out keeps the scenario's value.",
+    **_override_fields,
+)
+
+
+class RunCreate(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    scenario: Text = Field(description="scenario id")
+    endpoint: Text = Field(
+        default="simulated", description='endpoint id, or "simulated" for the simulated cluster'
+    )
+    overrides: RunOverrides = Field(default_factory=RunOverrides)  # type: ignore[valid-type]
+    tags: list[Text] = []
+    notes: Text = ""
+
+
+class RunPatch(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    tags: list[Text] | None = None
+    notes: Text | None = None
+    is_baseline: bool | None = None
+
+
+class RunOut(Schema):
+    id: UUID
+    team: Ref
+    status: str
+    reason: str
+    scenario: Ref
+    endpoint: Ref
+    target_kind: str
+    summary: dict[str, Any] | None
+    tags: list[str]
+    notes: str
+    is_baseline: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    cancel_requested: bool
+    records_count: int
+    samples_count: int
+    rerun_of: UUID | None
+
+
+class RunDetailOut(RunOut):
+    spec: dict[str, Any]
+    overrides: dict[str, Any]
+    progress: dict[str, Any] | None
+
+
+class RunPage(Schema):
+    items: list[RunOut]
+    count: int
+    limit: int
+    offset: int
+
+
+class SampleItem(Schema):
+    seq: int
+    t_s: float
+    data: dict[str, Any]
+
+
+class SamplePage(Schema):
+    items: list[SampleItem]
+    last_seq: int
+
+
+class RunQuery(Schema):
+    status: Text = ""
+    scenario: Text = ""
+    endpoint: Text = ""
+    tag: Text = ""
+    q: Text = ""
+    created_from: Text = ""
+    created_to: Text = ""
+    baseline: bool | None = None
+    policy: Text = ""
+    scope: Text = ""
+    limit: int = 50
+    offset: int = 0
+
+
+# Far past any real list, and well inside a 64-bit SQL integer (SQLite overflows past it).
+MAX_OFFSET = 1_000_000_000
+
+
+def _run_out(r: Run) -> dict[str, Any]:
+    return {
+        "id": r.uuid,
+        "team": ref(r.team, r.team.name),
+        "status": r.status,
+        "reason": r.reason,
+        "scenario": ref(r.scenario, r.scenario_name),
+        "endpoint": ref(r.endpoint, r.endpoint_name),
+        "target_kind": r.target_kind,
+        "summary": r.summary,
+        "tags": r.tag_list,
+        "notes": r.notes,
+        "is_baseline": r.is_baseline,
+        "created_at": r.created_at,
+        "started_at": r.started_at,
+        "finished_at": r.finished_at,
+        "cancel_requested": r.cancel_requested_at is not None,
+        "records_count": r.records_count,
+        "samples_count": r.samples_count,
+        "rerun_of": r.rerun_of.uuid if r.rerun_of is not None else None,
+    }
+
+
+def _run_detail(r: Run) -> dict[str, Any]:
+    latest = selectors.run_latest_sample(run_obj=r)
+    progress = None
+    if latest is not None:
+        d = latest.data
+        progress = {
+            k: d.get(k) for k in ("t_s", "progress", "eta_s", "requests", "errors", "in_flight")
+        }
+    return {**_run_out(r), "spec": r.spec, "overrides": r.overrides, "progress": progress}
+
+
+def _date(value: str, field: str) -> date | None:
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise Invalid.field(field, f"{value!r} is not a date (YYYY-MM-DD)") from None
+
+
+@router.get("/runs", response=RunPage, tags=["runs"])
+def run_list(request: HttpRequest, query: Query[RunQuery]) -> dict[str, Any]:
+    if not 1 <= query.limit <= 500:
+        raise Invalid.field("limit", "between 1 and 500")
+    if not 0 <= query.offset <= MAX_OFFSET:
+        raise Invalid.field("offset", f"between 0 and {MAX_OFFSET}")
+    filters = selectors.RunFilters(
+        status=query.status,
+        scenario=query.scenario,
+        endpoint=query.endpoint,
+        tag=query.tag,
+        search=query.q,
+        created_from=_date(query.created_from, "created_from"),
+        created_to=_date(query.created_to, "created_to"),
+        baseline=query.baseline,
+        policy=query.policy,
+        scope=query.scope,
+    )
+    qs = selectors.run_list(user=request.user, filters=filters).select_related(
+        "scenario", "endpoint", "rerun_of"
+    )
+    page = list(qs[query.offset : query.offset + query.limit])
+    return {
+        "items": [_run_out(r) for r in page],
+        "count": qs.count(),
+        "limit": query.limit,
+        "offset": query.offset,
+    }
+
+
+@router.post("/runs", response={201: RunDetailOut}, tags=["runs"])
+def run_create(request: HttpRequest, payload: RunCreate) -> Status[Any]:
+    """Launch a run: scenario + endpoint (or "simulated") + overrides of any RunSpec knob.
+    Answers at once with the run `queued`; a worker picks it up."""
+    overrides: dict[str, Any] = cast(BaseModel, payload.overrides).model_dump(
+        exclude_unset=True, mode="json"
+    )
+    created = services.run_launch(
+        actor=request.user,
+        scenario_id=payload.scenario,
+        endpoint_id=payload.endpoint,
+        overrides=overrides,
+        tags=payload.tags,
+        notes=payload.notes,
+    )
+    return Status(201, _run_detail(selectors.run_get(user=request.user, run_id=created.uuid)))
+
+
+@router.get("/runs/{run_id}", response=RunDetailOut, tags=["runs"])
+def run_detail(request: HttpRequest, run_id: str) -> dict[str, Any]:
+    return _run_detail(selectors.run_get(user=request.user, run_id=run_id))
+
+
+@router.patch("/runs/{run_id}", response=RunDetailOut, tags=["runs"])
+def run_update(request: HttpRequest, run_id: str, payload: RunPatch) -> dict[str, Any]:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    services.run_update(
+        actor=request.user, run_obj=run_obj, **payload.model_dump(exclude_unset=True)
+    )
+    return _run_detail(selectors.run_get(user=request.user, run_id=run_id))
+
+
+@router.delete("/runs/{run_id}", response={204: None}, tags=["runs"])
+def run_delete(request: HttpRequest, run_id: str) -> Status[Any]:
+    services.run_delete(
+        actor=request.user, run_obj=selectors.run_get(user=request.user, run_id=run_id)
+    )
+    return Status(204, None)
+
+
+@router.post("/runs/{run_id}/cancel", response=RunDetailOut, tags=["runs"])
+def run_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
+    """Cancel: a queued run ends at once; a running one stops within 2 s, keeping its data."""
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    services.run_cancel(actor=request.user, run_obj=run_obj)
+    return _run_detail(selectors.run_get(user=request.user, run_id=run_id))
+
+
+@router.post("/runs/{run_id}/rerun", response={201: RunDetailOut}, tags=["runs"])
+def run_rerun(request: HttpRequest, run_id: str) -> Status[Any]:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    created = services.run_rerun(actor=request.user, run_obj=run_obj)
+    return Status(201, _run_detail(selectors.run_get(user=request.user, run_id=created.uuid)))
+
+
+@router.get("/runs/{run_id}/samples", response=SamplePage, tags=["runs"])
+def run_samples(
+    request: HttpRequest, run_id: str, after_seq: int = -1, limit: int = 1000
+) -> dict[str, Any]:
+    """The stored snapshots (the live time series) after `after_seq`, in order."""
+    if not 1 <= limit <= 10_000:
+        raise Invalid.field("limit", "between 1 and 10000")
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    items = [
+        {"seq": x.seq, "t_s": x.t_s, "data": x.data}
+        for x in selectors.run_samples(run_obj=run_obj, after_seq=after_seq, limit=limit)
+    ]
+    return {"items": items, "last_seq": items[-1]["seq"] if items else after_seq}
+
+
+@router.get("/runs/{run_id}/records.jsonl", tags=["runs"])
+def run_records(
+    request: HttpRequest, run_id: str, include_warmup: bool = False
+) -> StreamingHttpResponse:
+    """Per-request records, one JSON object per line, streamed. Warmup requests only with
+    `include_warmup=true`."""
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    return stream_response(
+        request,
+        selectors.run_records_jsonl(run_obj=run_obj, include_warmup=include_warmup),
+        content_type="application/x-ndjson",
+        filename=f"run-{run_obj.uuid}-records.jsonl",
+    )
+
+
+@router.get("/runs/{run_id}/summary.json", response=dict[str, Any], tags=["runs"])
+def run_summary_json(request: HttpRequest, run_id: str) -> dict[str, Any]:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    return {"id": str(run_obj.uuid), "status": run_obj.status, "summary": run_obj.summary}
+
+
+@router.get("/runs/{run_id}/summary.csv", tags=["runs"])
+def run_summary_csv(request: HttpRequest, run_id: str) -> HttpResponse:
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    response = HttpResponse(selectors.run_summary_csv(run_obj=run_obj), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="run-{run_obj.uuid}-summary.csv"'
+    return response
