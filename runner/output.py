@@ -129,6 +129,7 @@ class Snapshot(TypedDict):
     completed: int
     errors: int
     errors_by_category: dict[str, int]
+    cut_by_stop: int  # in flight at the stop and cut by it: not errors (RequestStats)
     requests_per_s: float | None
     output_tokens_per_s: float | None
     goodput_per_s: float | None
@@ -172,6 +173,7 @@ class Summary(TypedDict, total=False):
     affinity_closes: int
     early_closes: int
     errors: int
+    cut_by_stop: int  # in flight at the stop and cut by it: not errors, not against goodput
     ttft_ms: PercentileSummary
     itl_ms: PercentileSummary
     latency_ms: PercentileSummary
@@ -233,6 +235,7 @@ class GroupFigures(TypedDict):
 
     requests: int
     errors: int
+    cut_by_stop: int
     prefix_cache_hit_ratio: float | None
     ttft_ms: Percentiles
     itl_ms: Percentiles
@@ -277,7 +280,8 @@ def summary_figures(metrics: RunMetrics, *, elapsed_s: float) -> Summary:
         "goodput": {
             "slo_ms": metrics.slo_ms,
             "good_requests": overall.good,
-            "good_ratio": _round(overall.good / overall.requests, 4) if overall.requests else None,
+            # Over the requests that ran their course: the stop's cuts are not held against it.
+            "good_ratio": _round(overall.good / overall.finished, 4) if overall.finished else None,
             "goodput_per_s": _round(metrics.throughput(elapsed_s)["goodput_per_s"]),
         },
         "schedule_lag_ms": _percentiles(metrics.schedule_lag_ms.summary()),
@@ -328,6 +332,7 @@ def _group(stats: RequestStats) -> GroupFigures:
     return {
         "requests": stats.requests,
         "errors": stats.errors,
+        "cut_by_stop": stats.cut_by_stop,
         "prefix_cache_hit_ratio": _round(stats.prefix_cache_hit_ratio, 4),
         "ttft_ms": _percentiles(stats.ttft_ms.summary()),
         "itl_ms": _percentiles(stats.itl_ms.summary()),
@@ -432,6 +437,7 @@ class SnapshotBuilder:
             "completed": overall.completed,
             "errors": overall.errors,
             "errors_by_category": dict(overall.errors_by_category),
+            "cut_by_stop": overall.cut_by_stop,
             "requests_per_s": _round(throughput["requests_per_s"]),
             "output_tokens_per_s": _round(throughput["output_tokens_per_s"]),
             "goodput_per_s": _round(throughput["goodput_per_s"]),

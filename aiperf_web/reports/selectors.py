@@ -57,6 +57,8 @@ KEY_METRICS: tuple[Metric, ...] = (
     Metric("orphaned_session_copies", "Orphaned session copies", "", "lower", 0.0, 0.5),
     Metric("early_closes", "Early affinity closes", "", "lower", 0.0, 0.5),
     Metric("errors", "Errors", "", "lower", 0.0, 0.5),
+    # In flight when the run stopped and cut by it: shown beside errors, never a check.
+    Metric("cut_by_stop", "Requests cut by the stop", "", "none"),
     Metric("requests", "Requests", "", "none"),
 )
 # Where the server put the trees: rows of the comparison (conversation vs lineage shows here),
@@ -488,16 +490,18 @@ def runs_live_rows(*, user: AnyUser) -> list[dict[str, Any]]:
                 "data__eta_s",
                 "data__requests",
                 "data__errors",
+                "data__cut_by_stop",
                 "data__routing__orphaned_session_copies",
             )
             .first()
         )
-        progress, eta_s, requests, errors, orphaned = latest or (None, None, None, None, None)
+        progress, eta_s, requests, errors, cut_by_stop, orphaned = latest or (None,) * 6
         drain = (r.summary or {}).get("drain") if r.status in FINAL else None
         verdict = drain.get("verdict") if isinstance(drain, dict) else None
         if r.status in FINAL and r.summary:
             requests = r.summary.get("requests", requests)
             errors = r.summary.get("errors", errors)
+            cut_by_stop = r.summary.get("cut_by_stop", cut_by_stop)
             orphaned = r.summary.get("orphaned_session_copies", orphaned)
         rows.append(
             {
@@ -509,6 +513,7 @@ def runs_live_rows(*, user: AnyUser) -> list[dict[str, Any]]:
                 "eta_s": eta_s,
                 "requests": requests,
                 "errors": errors,
+                "cut_by_stop": cut_by_stop,  # not errors: in flight when the run stopped
                 "orphaned": orphaned,
                 "leak": leak_flag(orphaned=orphaned, drain_verdict=verdict),
                 "url": f"/runs/{r.uuid}/",

@@ -130,7 +130,7 @@ def run_export_html(request: HttpRequest, run_id: str) -> HttpResponse:
         {
             **context,
             "run": run_obj,
-            "summary_main": [(k, v) for k, v in summary_rows if k in SUMMARY_KEYS],
+            "summary_main": run_sel.summary_headline(run_obj.summary),
             "summary_more": figure_rows(
                 [
                     (k, v)

@@ -11,6 +11,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django.db.models import Q, QuerySet, TextField
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -44,8 +45,13 @@ def _day_start(day: date) -> datetime:
 def run_list(*, user: AnyUser, filters: RunFilters | None = None) -> QuerySet[Run]:
     f = filters or RunFilters()
     qs = Run.objects.filter(team_id__in=team_ids_for(user=user)).select_related("team")
-    # The list never needs the big JSON columns.
-    qs = qs.defer("spec", "overrides", "notes")
+    # The list never needs the big JSON columns: the spec's few knobs it shows are read out
+    # in the query (spec_policy, spec_affinity, spec_scope).
+    qs = qs.defer("spec", "overrides", "notes").annotate(
+        spec_policy=KT("spec__policy"),
+        spec_affinity=KT("spec__affinity"),
+        spec_scope=KT("spec__scope"),
+    )
     if f.status:
         if f.status not in Status.values:
             raise Invalid.field("status", f"one of {', '.join(Status.values)}")
@@ -124,6 +130,25 @@ def run_records_jsonl(
             return
         last = chunk[-1][0]
         yield ("\n".join(text for _, text in chunk) + "\n").encode()
+
+
+# Beside the stable summary keys in the report's headline: (key, the name a person reads, the
+# decimals shown, as Django's floatformat takes them).
+HEADLINE_EXTRAS: tuple[tuple[str, str, str], ...] = (
+    ("requests_per_s", "requests / s", "1"),
+    ("output_tokens_per_s", "output tokens / s", "0"),
+    ("cut_by_stop", "cut by the stop", "0"),
+)
+
+
+def summary_headline(summary: dict[str, Any] | None) -> list[tuple[str, Any, str]]:
+    """The report's headline figures as (name, value, decimals): the stable summary keys
+    (product doc §6), then throughput and the requests the stop cut (which are not errors)."""
+    if not summary:
+        return []
+    rows: list[tuple[str, Any, str]] = [(k, summary[k], "-3") for k in SUMMARY_KEYS if k in summary]
+    rows += [(label, summary[k], digits) for k, label, digits in HEADLINE_EXTRAS if k in summary]
+    return rows
 
 
 def summary_flat(summary: dict[str, Any] | None) -> list[tuple[str, Any]]:

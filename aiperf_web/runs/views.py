@@ -128,7 +128,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             "run": run_obj,
             "can_edit": role in (Role.ADMIN, Role.MEMBER),
             "latest": latest.data if latest else None,
-            "summary_main": [(k, v) for k, v in summary_rows if k in SUMMARY_KEYS],
+            "summary_main": selectors.summary_headline(run_obj.summary),
             "latency": _latency_table(run_obj.summary),
             "summary_more": figure_rows(
                 [
@@ -166,7 +166,10 @@ def _latency_table(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
 @page
 def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     run_obj = selectors.run_get(user=request.user, run_id=run_id)
-    services.run_cancel(actor=request.user, run_obj=run_obj)
+    run_obj = services.run_cancel(actor=request.user, run_obj=run_obj)
+    if request.headers.get("X-Requested-With") == "fetch":
+        # The run page's script: it shows the state itself, and hears the rest on its socket.
+        return JsonResponse({"status": run_obj.status, "cancel_requested": True})
     messages.success(request, "Cancel requested.")
     return redirect("runs:detail", run_id=run_obj.uuid)
 
@@ -217,10 +220,14 @@ def run_records(request: HttpRequest, run_id: str) -> StreamingHttpResponse:
 
 @page
 def run_summary_json(request: HttpRequest, run_id: str) -> JsonResponse:
+    """summary.json as a file (the same run id, status and summary the API's run carries)."""
     run_obj = selectors.run_get(user=request.user, run_id=run_id)
-    return JsonResponse(
-        {"id": str(run_obj.uuid), "status": run_obj.status, "summary": run_obj.summary}
+    response = JsonResponse(
+        {"id": str(run_obj.uuid), "status": run_obj.status, "summary": run_obj.summary},
+        json_dumps_params={"indent": 2},
     )
+    response["Content-Disposition"] = f'attachment; filename="run-{run_obj.uuid}-summary.json"'
+    return response
 
 
 @page

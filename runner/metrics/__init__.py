@@ -32,6 +32,7 @@ from runner.metrics.histogram import (
 )
 from runner.metrics.records import (
     BRANCH_MODE_NAMES,
+    CUT_BY_STOP,
     ERROR_CATEGORIES,
     BranchModeName,
     ErrorCategory,
@@ -43,6 +44,7 @@ from runner.metrics.timeseries import IntervalPercentiles, LatencyTimeSeries, Se
 
 __all__ = [
     "BRANCH_MODE_NAMES",
+    "CUT_BY_STOP",
     "DEPTH_LABELS",
     "ERROR_CATEGORIES",
     "HISTOGRAM_SCHEME",

@@ -14,7 +14,7 @@ from typing import Final, TypedDict
 
 from runner.errors import SpecError
 from runner.metrics.histogram import LatencyHistogram, PercentileSummary
-from runner.metrics.records import BRANCH_MODE_NAMES, RequestRecord
+from runner.metrics.records import BRANCH_MODE_NAMES, CUT_BY_STOP, RequestRecord
 
 __all__ = [
     "DEPTH_LABELS",
@@ -46,11 +46,14 @@ class Throughput(TypedDict):
 
 
 class GroupSummary(TypedDict):
-    requests: int  # every counted (non-warmup) request, failed or not
+    requests: int  # every counted (non-warmup) request: completed + errors + cut_by_stop
     completed: int  # requests that succeeded; latency, tokens and cache come from these only
     errors: int
     errors_by_category: dict[str, int]  # non-zero categories only
-    error_rate: float | None
+    # In flight when the run stopped (its duration, a count, a cancel) and cut off by it: the
+    # stop's doing, not the endpoint's, so neither an error nor held against goodput.
+    cut_by_stop: int
+    error_rate: float | None  # errors over the requests that ran their course
     good_requests: int
     input_tokens: int
     output_tokens: int
@@ -101,15 +104,17 @@ def _ratio(numerator: int, denominator: int) -> float | None:
 class RequestStats:
     """Counters and latency histograms of one slice of a run's requests.
 
-    Every counted request adds to `requests`; a failed one adds only to its error category
-    (its partial timings would drag percentiles towards the timeout), a successful one to
-    `completed`, tokens, prefix-cache counts and the histograms.
+    Every counted request adds to `requests`; one cut by the stop (category `cancelled`)
+    adds only to `cut_by_stop`; a failed one adds only to its error category (its partial
+    timings would drag percentiles towards the timeout), a successful one to `completed`,
+    tokens, prefix-cache counts and the histograms.
     """
 
     __slots__ = (
         "cache_reported_prompt_tokens",
         "cached_tokens",
         "completed",
+        "cut_by_stop",
         "errors_by_category",
         "first_start_s",
         "good",
@@ -126,6 +131,7 @@ class RequestStats:
         self.requests = 0
         self.completed = 0
         self.good = 0
+        self.cut_by_stop = 0
         self.errors_by_category: dict[str, int] = {}
         self.prompt_tokens = 0
         self.output_tokens = 0
@@ -150,6 +156,9 @@ class RequestStats:
             self.last_end_s = record.end_s
         error = record.error
         if error is not None:
+            if error == CUT_BY_STOP:
+                self.cut_by_stop += 1
+                return
             self.errors_by_category[error] = self.errors_by_category.get(error, 0) + 1
             return
         self.completed += 1
@@ -171,6 +180,12 @@ class RequestStats:
         return sum(self.errors_by_category.values())
 
     @property
+    def finished(self) -> int:
+        """Requests that ran their course (completed or failed): the base of error and good
+        ratios, which the stop's cuts must not dilute."""
+        return self.requests - self.cut_by_stop
+
+    @property
     def prefix_cache_hit_ratio(self) -> float | None:
         """Σ cached / Σ prompt tokens over successful requests whose server reported cache."""
         return _ratio(self.cached_tokens, self.cache_reported_prompt_tokens)
@@ -186,6 +201,7 @@ class RequestStats:
         self.requests += other.requests
         self.completed += other.completed
         self.good += other.good
+        self.cut_by_stop += other.cut_by_stop
         for category, n in other.errors_by_category.items():
             self.errors_by_category[category] = self.errors_by_category.get(category, 0) + n
         self.prompt_tokens += other.prompt_tokens
@@ -222,7 +238,8 @@ class RequestStats:
             "completed": self.completed,
             "errors": errors,
             "errors_by_category": {k: n for k, n in sorted(self.errors_by_category.items()) if n},
-            "error_rate": _ratio(errors, self.requests),
+            "cut_by_stop": self.cut_by_stop,
+            "error_rate": _ratio(errors, self.finished),
             "good_requests": self.good,
             "input_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
@@ -311,6 +328,7 @@ class RunMetrics:
         latency_ms = record.latency_ms
         itl_ms = record.itl_ms
         ok = record.error is None
+        cut = record.error == CUT_BY_STOP
         good = (
             ok
             and latency_ms <= self._latency_limit_ms
@@ -336,7 +354,7 @@ class RunMetrics:
             self._client_errors.extend([0] * grow)
         if ok:
             self._client_completed[worker] += 1
-        else:
+        elif not cut:
             self._client_errors[worker] += 1
 
         if ok and record.turn_index == 0 and record.depth > 0 and record.cached_tokens is not None:
@@ -349,7 +367,7 @@ class RunMetrics:
                 tally = self._inference[record.inference_worker] = _InferenceWorkerTally()
             tally.requests += 1
             if not ok:
-                tally.errors += 1
+                tally.errors += 0 if cut else 1
             else:
                 tally.prompt_tokens += record.prompt_tokens
                 if record.cached_tokens is not None:

@@ -8,7 +8,7 @@ is not stored: it is the exact merge of the depth groups.
 from __future__ import annotations
 
 import math
-from typing import Final, TypedDict
+from typing import Final, NotRequired, TypedDict
 
 from runner.metrics.aggregate import (
     DEPTH_LABELS,
@@ -37,6 +37,8 @@ class RequestStatsDict(TypedDict):
     completed: int
     good: int
     errors: dict[str, int]
+    # Absent in snapshots written before it was counted apart (they held it as an error).
+    cut_by_stop: NotRequired[int]
     prompt_tokens: int
     output_tokens: int
     cached_tokens: int
@@ -68,6 +70,7 @@ def stats_to_dict(stats: RequestStats) -> RequestStatsDict:
         "completed": stats.completed,
         "good": stats.good,
         "errors": dict(sorted(stats.errors_by_category.items())),
+        "cut_by_stop": stats.cut_by_stop,
         "prompt_tokens": stats.prompt_tokens,
         "output_tokens": stats.output_tokens,
         "cached_tokens": stats.cached_tokens,
@@ -86,6 +89,7 @@ def stats_from_dict(data: RequestStatsDict) -> RequestStats:
     stats.completed = data["completed"]
     stats.good = data["good"]
     stats.errors_by_category = dict(data["errors"])
+    stats.cut_by_stop = int(data.get("cut_by_stop", 0))
     stats.prompt_tokens = data["prompt_tokens"]
     stats.output_tokens = data["output_tokens"]
     stats.cached_tokens = data["cached_tokens"]
@@ -101,8 +105,8 @@ def stats_from_dict(data: RequestStatsDict) -> RequestStats:
     stats.ttft_ms = LatencyHistogram.from_dict(data["ttft_ms"])
     stats.itl_ms = LatencyHistogram.from_dict(data["itl_ms"])
     stats.latency_ms = LatencyHistogram.from_dict(data["latency_ms"])
-    if stats.completed + stats.errors != stats.requests:
-        raise ValueError("group requests must equal completed plus errors")
+    if stats.completed + stats.errors + stats.cut_by_stop != stats.requests:
+        raise ValueError("group requests must equal completed plus errors plus cut_by_stop")
     return stats
 
 

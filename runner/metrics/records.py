@@ -16,6 +16,7 @@ from runner.errors import ERROR_CATEGORIES, ErrorCategory
 
 __all__ = [
     "BRANCH_MODE_NAMES",
+    "CUT_BY_STOP",
     "ERROR_CATEGORIES",
     "BranchModeName",
     "ErrorCategory",
@@ -26,6 +27,10 @@ __all__ = [
 
 BranchModeName = Literal["root", "fork", "spawn"]
 BRANCH_MODE_NAMES: Final[tuple[BranchModeName, ...]] = get_args(BranchModeName)
+
+# The category of a request the client cancelled, which only the run's stop does (its
+# duration's drain deadline, a count reached, a cancel): metrics count these apart from errors.
+CUT_BY_STOP: Final = ErrorCategory.CANCELLED
 
 _Name = TypeVar("_Name", bound=str)
 _Value = TypeVar("_Value")

@@ -14,7 +14,7 @@ from collections import deque
 from typing import TypedDict
 
 from runner.metrics.histogram import LatencyHistogram
-from runner.metrics.records import RequestRecord
+from runner.metrics.records import CUT_BY_STOP, RequestRecord
 
 __all__ = ["IntervalPercentiles", "LatencyTimeSeries", "SeriesPoint"]
 
@@ -32,7 +32,7 @@ class SeriesPoint(TypedDict):
 
     t_s: float
     requests: int  # successful requests; failures count in `errors` only, like RunMetrics
-    errors: int
+    errors: int  # not those cut by the stop
     output_tokens: int
     ttft_ms: IntervalPercentiles
     itl_ms: IntervalPercentiles
@@ -95,7 +95,9 @@ class LatencyTimeSeries:
         if interval is None:
             interval = self._open[index] = _Interval()
         if record.error is not None:
-            interval.errors += 1
+            # A request cut by the run's stop is no error (RunMetrics counts it apart).
+            if record.error != CUT_BY_STOP:
+                interval.errors += 1
             return
         interval.requests += 1
         interval.output_tokens += record.output_tokens

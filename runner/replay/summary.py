@@ -38,6 +38,7 @@ def run_summary(
         "child_first_turn_hit_ratio": metrics.child_first_turn_hit_ratio,
         "errors": overall.errors,
         "errors_by_category": dict(overall.errors_by_category),
+        "cut_by_stop": overall.cut_by_stop,
         "elapsed_s": elapsed_s,
         "requests_per_s": throughput["requests_per_s"],
         "input_tokens_per_s": throughput["input_tokens_per_s"],

@@ -42,12 +42,18 @@ function progressText(row) {
   return bar;
 }
 
+// Requests cut by the run's stop are not errors: shown beside them, labelled plainly.
+function errorsText(row) {
+  if (row.errors === null || row.errors === undefined) return "—";
+  return row.cut_by_stop ? `${row.errors} (+${row.cut_by_stop} cut by the stop)` : String(row.errors);
+}
+
 function activeRow(row) {
   let tr = body && body.querySelector(`tr[data-run-id="${row.id}"]`);
   if (!tr && body && !FINAL.has(row.status)) {
     tr = body.insertRow(0);
     tr.dataset.runId = row.id;
-    tr.innerHTML = '<td data-col="status"></td><td><a></a></td><td></td><td data-col="progress"></td>' +
+    tr.innerHTML = '<td data-col="status"></td><td><a></a></td><td class="opt"></td><td data-col="progress"></td>' +
       '<td class="num" data-col="requests"></td><td class="num" data-col="errors"></td><td data-col="leak"></td>';
     const a = tr.querySelector("a");
     a.href = row.url;
@@ -64,7 +70,7 @@ function apply(row) {
     setCell(tr, "status", statusHtml(row.status));
     setCell(tr, "progress", progressText(row));
     setCell(tr, "requests", row.requests === null || row.requests === undefined ? "—" : row.requests.toLocaleString("en-US"));
-    setCell(tr, "errors", row.errors === null || row.errors === undefined ? "—" : String(row.errors));
+    setCell(tr, "errors", errorsText(row));
     setCell(tr, "leak", leakHtml(row));
     tr.classList.remove("flash");
     void tr.offsetWidth;  // restart the highlight

@@ -105,6 +105,40 @@ def test_errors_are_counted_by_category() -> None:
     assert summary["error_rate"] == pytest.approx(0.8)
 
 
+def test_requests_cut_by_the_stop_are_counted_apart_never_as_errors_or_against_goodput() -> None:
+    # Issue 16: a clean run stopped by its duration reported "errors 3", the requests its
+    # drain deadline cancelled.
+    metrics = metrics_of(
+        [
+            request(client_worker=0, inference_worker=1),
+            request(client_worker=1, error="timeout"),
+            request(client_worker=0, inference_worker=1, error="cancelled"),
+            request(client_worker=1, error="cancelled"),
+        ]
+    )
+    summary = metrics.summary()
+    assert summary["requests"] == 4 and summary["completed"] == 1
+    assert summary["errors"] == 1 and summary["errors_by_category"] == {"timeout": 1}
+    assert summary["cut_by_stop"] == 2
+    assert summary["error_rate"] == pytest.approx(0.5)  # of the two that ran their course
+    assert summary["client_workers"]["errors"] == [0, 1]
+    assert summary["inference_workers"]["errors"] == [0]
+    assert metrics.overall.finished == 2
+    restored = metrics_from_dict(json.loads(json.dumps(metrics_to_dict(metrics))))
+    assert restored.summary() == summary
+    twice = metrics_of([])
+    twice.merge(metrics)
+    twice.merge(restored)
+    assert twice.summary()["cut_by_stop"] == 4 and twice.summary()["errors"] == 2
+
+
+def test_a_snapshot_from_before_cut_by_stop_still_reads() -> None:
+    data = metrics_to_dict(metrics_of([request(), request(error="timeout")]))
+    for group in (*data["by_depth"].values(), *data["by_branch_mode"].values()):
+        del group["cut_by_stop"]
+    assert metrics_from_dict(data).summary()["cut_by_stop"] == 0
+
+
 def test_failed_requests_stay_out_of_latencies_and_tokens() -> None:
     metrics = metrics_of(
         [
