@@ -17,10 +17,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
-# Growth is measured over the last WINDOW_S of run time (or the whole run when shorter).
-WINDOW_S = 60.0
+# Growth is the rate over a fixed recent window: the last WINDOW_S of run time (the whole run
+# while it is shorter), from the earliest snapshot inside it to the latest. Fixed and short
+# because a verdict is about now: over a window reaching back a minute (or to the start), a
+# run whose orphans stopped growing kept saying "leak growing" for that long (issue 16). 30
+# snapshots at the live 1 s interval: one new orphan every few seconds still reads as growth.
+WINDOW_S = 30.0
 
+# "leak": orphans held, flat over the window (the badge says so: stable).
 LeakLevel = Literal["ok", "leak", "growing"]
+BADGES: dict[str, str] = {"ok": "no leak", "leak": "leaked, stable", "growing": "leak growing"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,7 @@ class WorkerLeak(TypedDict):
 
 class LeakVerdict(TypedDict):
     level: LeakLevel
+    badge: str  # the level in words: "no leak", "leaked, stable", "leak growing"
     orphaned: int
     orphans_per_min: float
     copies: int
@@ -96,6 +103,7 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
     if not series:
         return {
             "level": "ok",
+            "badge": BADGES["ok"],
             "orphaned": 0,
             "orphans_per_min": 0.0,
             "copies": 0,
@@ -108,12 +116,14 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
             "message": "No client-worker figures yet.",
         }
     last = series[-1]
-    # The earliest point inside the window: growth = now - then over their distance.
-    start = last
+    # From the newest point at least window_s old (the first point while the run is younger):
+    # growth = now - then over their distance. A thinned history may hold no point exactly
+    # window_s back; the next older one keeps the rate honest where no point would zero it.
+    start = series[0]
     for point in reversed(series):
-        if last.t_s - point.t_s > window_s:
-            break
         start = point
+        if last.t_s - point.t_s >= window_s:
+            break
     dt_s = last.t_s - start.t_s
     k = max(len(last.orphans), len(last.copies), len(last.cached_bytes))
     workers: list[WorkerLeak] = []
@@ -154,7 +164,7 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
     elif level == "leak":
         message = (
             f"Leaked: {orphaned} orphaned session copies on {_workers_text(leaking)} since "
-            f"t = {_fmt_t(since or 0.0)}, not growing over {window_text}. "
+            f"t = {_fmt_t(since or 0.0)}; stable: not growing over {window_text}. "
             "Sessions bounced between client workers and left stale histories behind."
         )
     else:
@@ -166,6 +176,7 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
             )
     return {
         "level": level,
+        "badge": BADGES[level],
         "orphaned": orphaned,
         "orphans_per_min": orphans_per_min,
         "copies": copies,

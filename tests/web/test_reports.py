@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from aiperf_web.core.services import demo_bootstrap
-from aiperf_web.reports.leaks import LeakPoint, leak_assess
+from aiperf_web.reports.leaks import WINDOW_S, LeakPoint, LeakVerdict, leak_assess
 from aiperf_web.reports.models import ABPair
 from aiperf_web.reports.selectors import trees_build
 from aiperf_web.runs.models import Run, RunSample, Status
@@ -44,6 +44,36 @@ def test_orphans_that_stopped_growing_are_still_a_leak() -> None:
     verdict = leak_assess(_points([[0, 2]] + [[1, 4]] * 10))
     assert verdict["level"] == "leak" and verdict["growing_workers"] == []
     assert verdict["orphaned"] == 5 and "not growing" in verdict["message"]
+
+
+def test_orphans_that_grew_then_stayed_flat_read_stable_once_the_window_has_passed() -> None:
+    # One snapshot a second: orphans grow for 20 s, then stay at 20. The badge said "leak
+    # growing" for a minute after (issue 16); the rate is over the last WINDOW_S = 30 s.
+    series = [
+        LeakPoint(t_s=float(t), orphans=[0, min(t, 20)], copies=[5, 5], cached_bytes=[0, 0])
+        for t in range(0, 121)
+    ]
+    assert WINDOW_S == 30.0
+
+    def at(t: int) -> LeakVerdict:
+        return leak_assess(series[: t + 1])
+
+    assert at(10)["level"] == "growing" and at(10)["orphans_per_min"] == pytest.approx(60.0)
+    assert at(45)["level"] == "growing"  # t = 15 to 20 of its window still grew
+    assert at(45)["orphans_per_min"] == pytest.approx(5 * 60 / 30)
+    for t in (50, 51, 80, 120):
+        verdict = at(t)
+        assert verdict["level"] == "leak" and verdict["badge"] == "leaked, stable", t
+        assert verdict["orphans_per_min"] == 0 and verdict["growing_workers"] == [], t
+        assert verdict["window_s"] == 30.0 and "stable" in verdict["message"], t
+    assert at(45)["badge"] == "leak growing" and at(0)["badge"] == "no leak"
+
+
+def test_a_thinned_series_measures_growth_from_the_next_older_point() -> None:
+    # Points 40 s apart (a long run's history thinned): the window reaches the older point
+    # rather than finding none and calling a growing leak flat.
+    verdict = leak_assess(_points([[0], [4], [8]], step_s=40.0))
+    assert verdict["level"] == "growing" and verdict["orphans_per_min"] == pytest.approx(6.0)
 
 
 def test_growing_session_copies_without_orphans_are_not_a_leak() -> None:
