@@ -4,6 +4,9 @@
     └── BadInput           the user's input is wrong and they can fix it (CLI exit 2)
         ├── TraceError     a trace file is malformed: names file, line or JSON path, and the fix
         └── SpecError      an option or run specification is invalid
+    Stopped                a stop arrived while a run was being prepared (workload generation,
+                           preflight); `run`/`run_async` turn it into a `cancelled` result, so
+                           it never leaves the engine's face
 
 Messages are one line, written for the person who ran the command: what, where, how to fix.
 """
@@ -18,6 +21,7 @@ __all__ = [
     "ErrorCategory",
     "RunnerError",
     "SpecError",
+    "Stopped",
     "TraceError",
 ]
 
@@ -28,6 +32,12 @@ class RunnerError(Exception):
 
 class BadInput(RunnerError):
     """Bad user input (a file, an option): exit code 2."""
+
+
+class Stopped(Exception):
+    """The run's stop was set before the run began; the message says where it was met
+    ("while generating the synthetic workload, at tree 3 of 2,000"). Not a RunnerError: nothing
+    went wrong."""
 
 
 class SpecError(BadInput):

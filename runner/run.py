@@ -3,22 +3,25 @@
 Owns what every caller (the CLI, the web service's worker, tests) would otherwise repeat:
 loading the workload, the endpoint's preflight and `session_control` probe before a live run,
 the choice of driver, the stop signal across threads, and the final status. The drivers own
-timing and measuring; this module never routes or sends.
+timing and measuring; this module never routes or sends. A stop honoured before the drivers
+start (while a big synthetic workload is generated, during the preflight) ends the run
+`cancelled` at once, with nothing measured.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
-from runner.client import preflight
-from runner.errors import SpecError
+from runner.client import EndpointInfo, preflight
+from runner.errors import SpecError, Stopped
 from runner.live import LiveConfig, replay_live
 from runner.live.probe import probe_affinity
-from runner.output import RunStatus, Sink, Summary
+from runner.metrics.histogram import LatencyHistogram
+from runner.output import LATENCY_KEYS, SUMMARY_KEYS, RunStatus, Sink, Summary
 from runner.servermetrics import ServerMetricsScraper, same_origin
 from runner.sim.simulator import SimConfig, simulate
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
@@ -28,6 +31,8 @@ __all__ = ["RunResult", "load_workload", "run", "run_async"]
 
 _STOP_POLL_S = 0.05  # how often a live run looks at a threading.Event set by another thread
 
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
@@ -36,13 +41,20 @@ class RunResult:
     stopped_reason: str | None  # why it ended early; None when it ran its course
 
 
-def load_workload(workload: Workload, *, seed: int) -> list[Trace]:
+def load_workload(
+    workload: Workload, *, seed: int, stop: threading.Event | None = None
+) -> list[Trace]:
     """The traces a spec names, plus the synthetic workload when asked (or when no trace is
-    given). Raises TraceError (file, line, fix) or SpecError."""
-    traces = [load_trace(path, max_bytes=workload.max_trace_bytes) for path in workload.traces]
+    given). Raises TraceError (file, line, fix) or SpecError; Stopped once `stop` is set
+    (looked at between files and within the synthetic generation)."""
+    traces = []
+    for path in workload.traces:
+        if stop is not None and stop.is_set():
+            raise Stopped("while loading the workload's traces")
+        traces.append(load_trace(path, max_bytes=workload.max_trace_bytes))
     if workload.uses_synthetic:
         config = workload.synthetic or SyntheticConfig(seed=seed)
-        traces.append(generate_synthetic(config))
+        traces.append(generate_synthetic(config, stop=stop))
     if not any(trace.trees for trace in traces):
         raise SpecError("the workload has no agent trees: check the trace files")
     return traces
@@ -77,7 +89,51 @@ async def run_async(
     if isinstance(target, SimulatedTarget):
         thread_stop = stop if isinstance(stop, threading.Event) else None
         return _simulate(spec, target, traces, sink, thread_stop)
-    loaded = list(traces) if traces is not None else load_workload(spec.workload, seed=spec.seed)
+    async_stop = asyncio.Event()
+    # The workload is loaded on a thread (a big synthetic one takes tens of seconds: on the
+    # loop it would also hold an asyncio.Event's setter), which looks at this flag.
+    load_stop = threading.Event()
+    relay = asyncio.create_task(_relay(stop, async_stop, load_stop)) if stop is not None else None
+    try:
+        try:
+            if traces is not None:
+                loaded = list(traces)
+            else:
+                loaded = await asyncio.to_thread(
+                    load_workload, spec.workload, seed=spec.seed, stop=load_stop
+                )
+            unavailable = await _unless_stopped(_check_endpoint(spec, target, sink), async_stop)
+        except Stopped as stopped:
+            return _stopped_before_start(stopped, sink)
+        scraper = _metrics_scraper(target, sink)
+        await scraper.start()
+        try:
+            result = await replay_live(
+                loaded,
+                _live_config(spec, target),
+                sink=sink,
+                stop=async_stop,
+                server_metrics=scraper,
+            )
+        finally:
+            await scraper.stop()
+    finally:
+        if relay is not None:
+            relay.cancel()
+    summary = cast(Summary, result.summary)
+    summary["server_metrics"] = scraper.summary()
+    if unavailable:
+        summary["unavailable"] = unavailable
+        if "prefix_cache_hit_ratio" in unavailable:
+            summary["prefix_cache_hit_ratio"] = None
+    return _finish(summary, result.stopped_reason)
+
+
+async def _check_endpoint(
+    spec: RunSpec, target: EndpointTarget, sink: Sink | None
+) -> dict[str, str]:
+    """The endpoint's preflight and affinity probe before a live run. Returns the metrics the
+    endpoint cannot provide (metric -> why)."""
     info = await preflight(
         target.url,
         model=target.model,
@@ -93,8 +149,12 @@ async def run_async(
         api_key=target.api_key_value,
         headers=target.headers,
     )
-    if detected is not None and sink is not None:
-        sink.log("info", f"server-side affinity: {detected.summary}")
+    if sink is not None:
+        sink.log("info", _preflight_line(info))
+        if detected is not None:
+            sink.log("info", f"affinity check passed: {detected.summary}")
+        else:
+            sink.log("info", f"affinity check: nothing to check (affinity {spec.affinity})")
     unavailable: dict[str, str] = {}
     if not info.reports_cached_tokens:
         unavailable["prefix_cache_hit_ratio"] = (
@@ -105,38 +165,48 @@ async def run_async(
     if sink is not None:
         for metric, why in unavailable.items():
             sink.log("warning", f"{metric} unavailable: {why}")
-    async_stop = asyncio.Event()
-    relay = asyncio.create_task(_relay(stop, async_stop)) if stop is not None else None
-    scraper = _metrics_scraper(target, sink)
-    await scraper.start()
+    return unavailable
+
+
+async def _unless_stopped(work: Awaitable[_T], stop: asyncio.Event) -> _T:
+    """`work`'s result, or Stopped as soon as `stop` is set first, the work cancelled (a
+    preflight waiting out its connect timeout must not hold a cancel)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
     try:
-        result = await replay_live(
-            loaded,
-            _live_config(spec, target),
-            sink=sink,
-            stop=async_stop,
-            server_metrics=scraper,
-        )
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if relay is not None:
-            relay.cancel()
-        await scraper.stop()
-    summary = cast(Summary, result.summary)
-    summary["server_metrics"] = scraper.summary()
-    if unavailable:
-        summary["unavailable"] = unavailable
-        if "prefix_cache_hit_ratio" in unavailable:
-            summary["prefix_cache_hit_ratio"] = None
-    return _finish(summary, result.stopped_reason)
+        stopped.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    # Waited for (its connections closed) without taking its CancelledError for our own.
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # marked retrieved: the stop came first, whatever the check ended with
+    raise Stopped("while checking the endpoint")
 
 
-async def _relay(source: threading.Event | asyncio.Event, target: asyncio.Event) -> None:
+def _preflight_line(info: EndpointInfo) -> str:
+    """The run log's preflight outcome: who answered, and what the endpoint reports."""
+    served = f", served by worker {info.served_by}" if info.served_by else ""
+    return (
+        f"preflight passed: {info.url} answered{served}; usage "
+        f"{'reported' if info.reports_usage else 'not reported'}, cached tokens "
+        f"{'reported' if info.reports_cached_tokens else 'not reported'}"
+    )
+
+
+async def _relay(
+    source: threading.Event | asyncio.Event, *targets: threading.Event | asyncio.Event
+) -> None:
     if isinstance(source, asyncio.Event):
         await source.wait()
     else:
         while not source.is_set():
             await asyncio.sleep(_STOP_POLL_S)
-    target.set()
+    for target in targets:
+        target.set()
 
 
 def _simulate(
@@ -146,7 +216,14 @@ def _simulate(
     sink: Sink | None,
     stop: threading.Event | None,
 ) -> RunResult:
-    loaded = list(traces) if traces is not None else load_workload(spec.workload, seed=spec.seed)
+    try:
+        loaded = (
+            list(traces)
+            if traces is not None
+            else load_workload(spec.workload, seed=spec.seed, stop=stop)
+        )
+    except Stopped as stopped:
+        return _stopped_before_start(stopped, sink)
     trees = [tree for trace in loaded for tree in trace.trees]
     config = SimConfig(
         replay=spec.replay_config(),
@@ -192,6 +269,18 @@ def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:
         snapshot_interval_s=spec.snapshot_interval_s,
         slo_ms=spec.slo_ms,
     )
+
+
+def _stopped_before_start(stopped: Stopped, sink: Sink | None) -> RunResult:
+    """A run cancelled before its driver started: it says where it was (the run's log), and
+    its summary has every stable key, with nothing counted and no latency."""
+    if sink is not None:
+        sink.log("info", f"cancelled {stopped}")
+    summary: dict[str, Any] = dict.fromkeys(SUMMARY_KEYS, 0)
+    summary["prefix_cache_hit_ratio"] = None
+    for name in LATENCY_KEYS:
+        summary[name] = LatencyHistogram().summary()
+    return _finish(cast(Summary, summary), "cancelled")
 
 
 def _finish(summary: Summary, stopped_reason: str | None) -> RunResult:

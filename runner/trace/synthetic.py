@@ -18,11 +18,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import threading
 from dataclasses import dataclass, field
 from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from runner.errors import Stopped
 from runner.limits import MAX_SYNTHETIC_BLOCKS
 from runner.trace.build import SessionDraft, assemble_trees, content_scope
 from runner.trace.model import Branch, BranchMode, Trace, TraceFormat, Tree, Turn
@@ -222,6 +224,7 @@ class _Gen:
     tree_no: int
     next_id: list[int]  # shared counter so hash ids never collide across trees
     common: _Context
+    stop: threading.Event | None = None
     drafts: list[SessionDraft] = field(default_factory=list)
     subagent_prefix: _Context | None = None
     sessions_made: int = 0
@@ -284,6 +287,13 @@ class _Gen:
         odds = 1.0 if depth == 0 else c.child_branch_factor
         prev_output = 0
         for k in range(turns):
+            # Per turn, not per tree: one tree may hold most of the workload (a few
+            # microseconds a turn, so a set stop is met within milliseconds).
+            if self.stop is not None and self.stop.is_set():
+                raise Stopped(
+                    "while generating the synthetic workload, at tree "
+                    f"{self.tree_no + 1:,} of {c.trees:,}"
+                )
             if k:
                 self.extend(ctx, prev_output + self.tool_result(tool_median))
                 if ctx.tokens > c.max_context_tokens:
@@ -378,8 +388,12 @@ class _Gen:
         return tree
 
 
-def generate_synthetic(config: SyntheticConfig | None = None) -> Trace:
-    """A synthetic agentic trace for `config` (default `SyntheticConfig()`).
+def generate_synthetic(
+    config: SyntheticConfig | None = None, *, stop: threading.Event | None = None
+) -> Trace:
+    """A synthetic agentic trace for `config` (default `SyntheticConfig()`). Raises Stopped
+    as soon as `stop` (set from another thread) is seen: a workload near the size cap takes
+    tens of seconds to generate, and a cancelled run must not wait for it.
 
     The shape of tree i depends only on (seed, i), so asking for more trees extends the same
     trace; hash ids are numbered across the trace so trees never share blocks by accident.
@@ -393,7 +407,7 @@ def generate_synthetic(config: SyntheticConfig | None = None) -> Trace:
         _Gen(cfg, random.Random(0), -1, next_id, common).extend(common, cfg.common_prefix_tokens)
     trees = []
     for i in range(cfg.trees):
-        gen = _Gen(cfg, random.Random(f"synthetic/{cfg.seed}/{i}"), i, next_id, common)
+        gen = _Gen(cfg, random.Random(f"synthetic/{cfg.seed}/{i}"), i, next_id, common, stop)
         trees.append(dataclasses.replace(with_nominal_times(gen.tree()), timestamped=True))
     return Trace(
         format=TraceFormat.SYNTHETIC,

@@ -162,7 +162,11 @@ def test_a_stop_set_before_a_simulated_run_cancels_it_keeping_the_partial_result
     stop = threading.Event()
     stop.set()
     sink = ListSink()
-    result = run(_small_sim(duration_s=3600), sink=sink, stop=stop)
+    spec = _small_sim(duration_s=3600)
+    # The workload given: a stop met while generating it would end the run before the
+    # simulator starts (test_cancel_before_start.py).
+    traces = runner.load_workload(spec.workload, seed=spec.seed)
+    result = run(spec, traces=traces, sink=sink, stop=stop)
     assert result.status == "cancelled" and result.stopped_reason == "cancelled"
     assert sink.snapshots[-1]["requests"] == result.summary["requests"]
 
