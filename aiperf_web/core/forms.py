@@ -5,6 +5,7 @@ into RunSpec; its errors come back to the field they name."""
 
 from __future__ import annotations
 
+import json
 import types
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -22,6 +23,42 @@ GROUPS: dict[str, tuple[type[BaseModel], str]] = {
     "synthetic": (SyntheticConfig, "workload.synthetic."),
 }
 _SKIP = {"workload", "target", "kind"}
+
+
+class JSONObjectField(forms.CharField):
+    """A textarea holding a JSON object (run overrides, endpoint headers): cleans to a dict,
+    {} when left blank (None with `blank_is_none`: keep what is stored), and names the line of
+    a syntax error. `string_values`: every value must be a string (headers)."""
+
+    widget = forms.Textarea
+
+    def __init__(
+        self,
+        *,
+        shape: str = "a JSON object of knob: value",
+        string_values: bool = False,
+        blank_is_none: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+        self.shape = shape
+        self.string_values = string_values
+        self.blank_is_none = blank_is_none
+
+    def to_python(self, value: Any) -> dict[str, Any] | None:  # type: ignore[override]
+        raw = str(super().to_python(value) or "").strip()
+        if not raw:
+            return None if self.blank_is_none else {}
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(parsed, dict) or (
+            self.string_values and not all(isinstance(v, str) for v in parsed.values())
+        ):
+            raise forms.ValidationError(self.shape)
+        return parsed
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool]:

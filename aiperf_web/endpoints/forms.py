@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
 from django import forms
 
+from aiperf_web.core.forms import JSONObjectField
 from aiperf_web.endpoints.models import ServerKind
 
 
@@ -15,14 +15,7 @@ class SecretTextarea(forms.Textarea):
         return None
 
 
-def _header_object(raw: str) -> dict[str, str]:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise forms.ValidationError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise forms.ValidationError("an object of header name: string value")
-    return value
+_HEADERS = "an object of header name: string value"
 
 
 class EndpointForm(forms.Form):
@@ -41,14 +34,18 @@ class EndpointForm(forms.Form):
         "key; changing the base URL removes it unless you enter it again here.",
     )
     clear_api_key = forms.BooleanField(required=False, label="Remove the stored API key")
-    extra_headers = forms.CharField(
-        required=False,
+    extra_headers = JSONObjectField(
+        shape=_HEADERS,
+        string_values=True,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text='JSON object, e.g. {"X-Team": "perf"}; shown to every team member and kept '
         "in each run's spec: put credentials under Secret headers",
     )
-    secret_headers = forms.CharField(
-        required=False,
+    # Blank: keep the stored ones (the field is blank, as it always renders).
+    secret_headers = JSONObjectField(
+        shape=_HEADERS,
+        string_values=True,
+        blank_is_none=True,
         widget=SecretTextarea(attrs={"rows": 2, "autocomplete": "off"}),
         help_text='JSON object, e.g. {"api-key": "..."}: stored encrypted like the API key, '
         "never shown again, sent only by runs and connection tests. Leave blank to keep the "
@@ -68,12 +65,3 @@ class EndpointForm(forms.Form):
         if not editing:
             del self.fields["clear_api_key"]
             del self.fields["clear_secret_headers"]
-
-    def clean_extra_headers(self) -> dict[str, str]:
-        raw = (self.cleaned_data.get("extra_headers") or "").strip()
-        return _header_object(raw) if raw else {}
-
-    def clean_secret_headers(self) -> dict[str, str] | None:
-        """None: keep the stored ones (the field is blank, as it always renders)."""
-        raw = (self.cleaned_data.get("secret_headers") or "").strip()
-        return _header_object(raw) if raw else None
