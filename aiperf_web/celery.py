@@ -18,6 +18,6 @@ app.autodiscover_tasks()
 @worker_ready.connect
 def _start_stale_run_reaper(**_: object) -> None:
     # Every worker watches for runs whose worker died (a killed process writes no heartbeat).
-    from aiperf_web.core.worker import StaleRunReaper
+    from aiperf_web.runs.worker import StaleRunReaper
 
     StaleRunReaper().start()

@@ -11,6 +11,7 @@ import datetime as dt
 import threading
 import time
 
+from celery import current_app
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
@@ -92,10 +93,8 @@ def check_worker(*, database_ok: bool, broker_ok: bool) -> str:
 
 def _worker_consumes(queue: str) -> bool:
     # Not `ping`: other services on the same Redis answer it too; this names the queue.
-    from aiperf_web.celery import app
-
     try:
-        replies = app.control.inspect(timeout=INSPECT_TIMEOUT_S).active_queues() or {}
+        replies = current_app.control.inspect(timeout=INSPECT_TIMEOUT_S).active_queues() or {}
     except Exception:
         return False
     return any(q.get("name") == queue for queues in replies.values() for q in queues or [])

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from celery import chain
-from django.conf import settings
 from django.db import transaction
 
 from aiperf_web.core.errors import Invalid
@@ -20,33 +18,18 @@ from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.reports.models import ABPair
 from aiperf_web.runs import services as run_svc
 from aiperf_web.runs.models import Run
+from aiperf_web.runs.tickets import tickets_send
 from aiperf_web.scenarios.selectors import scenario_get
 from aiperf_web.teams.selectors import AnyUser, user_or_none
 from runner import DYNAMO_AFFINITIES, POLICIES, SCOPES
 
-# The knobs a pair may vary, with the values each may take (RunSpec's own choices).
-# A scope pair needs an affinity mode whose key the scope decides: DYNAMO_AFFINITIES, in the
-# order a pair prefers them.
+# The knobs a pair may vary, with the values each may take (RunSpec's own choices). A scope
+# pair needs an affinity mode whose key the scope decides: DYNAMO_AFFINITIES, in the order a
+# pair prefers them.
 AB_KNOBS: dict[str, tuple[str, ...]] = {"policy": POLICIES, "scope": SCOPES}
 # What a pair compares when it names no values: the client-side leak and its fix; the
 # children's cache misses and lineage's fix.
 AB_DEFAULTS = {"policy": ("legacy", "spawn-pin"), "scope": ("conversation", "lineage")}
-
-
-def _signature(run_obj: Run) -> Any:
-    from aiperf_web.celery import app
-
-    # A ticket like run_launch's (any queued run may start on it): the longest run's limit.
-    limit = run_svc.TASK_TIME_LIMIT_S
-    return app.signature(
-        run_svc.TASK_NAME,
-        args=[str(run_obj.uuid)],
-        # The queue run_launch sends to (a setting where test sessions isolate themselves).
-        queue=getattr(settings, "AIPERF_RUNS_QUEUE", "runs"),
-        immutable=True,
-        time_limit=limit,
-        soft_time_limit=limit - 30,
-    )
 
 
 def _scope_affinity(*, actor: AnyUser, scenario_id: object, endpoint_id: object) -> str:
@@ -125,6 +108,7 @@ def ab_launch(
             run_b=run_b,
             created_by=user_or_none(actor),
         )
-        first, second = _signature(run_a), _signature(run_b)
-        transaction.on_commit(lambda: chain(first, second).apply_async())
+        tickets = (str(run_a.uuid), str(run_b.uuid))
+        # Chained: the second ticket goes out once the first has been executed.
+        transaction.on_commit(lambda: tickets_send(*tickets))
     return pair

@@ -122,7 +122,7 @@ class Site:
     """The demo objects (as the embedded default's first start makes them) and personas."""
 
     def __init__(self, base: str, mock_url: str) -> None:
-        from aiperf_web.core.services import demo_bootstrap
+        from aiperf_web.stack.demo import demo_bootstrap
         from aiperf_web.teams.models import Membership, Role
 
         self.base = base

@@ -243,9 +243,9 @@ def test_the_exported_vocabularies_are_the_specs_choices_and_the_engines_own_enu
     assert runner.AFFINITIES == choices("affinity") == tuple(k.value for k in AffinityKind)
     assert set(runner.DYNAMO_AFFINITIES) < set(runner.AFFINITIES)
     assert "header" not in runner.DYNAMO_AFFINITIES and "none" not in runner.DYNAMO_AFFINITIES
-    assert runner.SCOPES == choices("scope")
-    assert runner.TIMING_MODES == choices("timing")
-    assert runner.ARRIVALS == choices("arrival")
+    assert choices("scope") == runner.SCOPES
+    assert choices("timing") == runner.TIMING_MODES
+    assert choices("arrival") == runner.ARRIVALS
 
 
 # ------------------------------------------------------------------------ the import rule

@@ -49,7 +49,7 @@ def _test_database_url() -> str:
 def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     """A worker consuming the `runs` queue for the whole session; yields its kind."""
     if settings.EMBEDDED:
-        from aiperf_web.core.worker import EmbeddedWorker
+        from aiperf_web.stack.worker import EmbeddedWorker
 
         worker = EmbeddedWorker(concurrency=2)
         worker.start()

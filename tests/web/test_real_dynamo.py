@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from aiperf_web.core import dynamo as real
-from aiperf_web.core.services import REAL_DYNAMO_ENDPOINT, demo_bootstrap, real_dynamo_bootstrap
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.services import endpoint_test_connection
+from aiperf_web.stack import dynamo as real
+from aiperf_web.stack.demo import REAL_DYNAMO_ENDPOINT, demo_bootstrap, real_dynamo_bootstrap
 
 
 def _no_subprocess(*args: Any, **kwargs: Any) -> Any:

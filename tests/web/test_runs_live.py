@@ -15,9 +15,9 @@ from django.core.management import call_command
 from django.test import Client
 
 import runner
-from aiperf_web.core.services import demo_bootstrap
 from aiperf_web.endpoints.services import endpoint_create
 from aiperf_web.runs.models import Run, RunRecord, RunSample
+from aiperf_web.stack.demo import demo_bootstrap
 from tests.fixtures import CLAUDE_CODE_SUBAGENTS
 from tests.web.conftest import World, samples_dir_with
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from aiperf_web.core.services import demo_bootstrap
 from aiperf_web.scenarios.samples import SAMPLES
+from aiperf_web.stack.demo import demo_bootstrap
 from tests.fixtures import DAG_SPAWN
 from tests.web.conftest import World, samples_dir_with
 

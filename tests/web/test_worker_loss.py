@@ -24,9 +24,9 @@ import pytest
 from django.conf import settings
 
 from aiperf_web.celery import app
-from aiperf_web.core.worker import StaleRunReaper
 from aiperf_web.runs import services
 from aiperf_web.runs.models import Run, RunRecord, RunSample, Status
+from aiperf_web.runs.worker import StaleRunReaper
 from tests.web.conftest import ROOT, World, _test_database_url
 
 production_only = pytest.mark.skipif(
@@ -128,7 +128,7 @@ def test_the_production_path_reaps_within_a_minute() -> None:
         receiver() is celery_module._start_stale_run_reaper
         for _, receiver in worker_ready.receivers
     )
-    serve = (ROOT / "aiperf_web/core/management/commands/serve.py").read_text()
+    serve = (ROOT / "aiperf_web/stack/management/commands/serve.py").read_text()
     assert "StaleRunReaper().start()" in serve
     # Worst case after a kill: the last heartbeat was written just before it, the run is stale
     # AIPERF_STALE_RUN_S later, and a reaper looks at most one interval after that.

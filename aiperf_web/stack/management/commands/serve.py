@@ -2,7 +2,7 @@
 
 Migrates, prepares the demo objects, starts the built-in mock cluster as a child process
 (unless AIPERF_MOCK_URL names one) and, with AIPERF_REAL_DYNAMO=1, a real Dynamo on CPU in
-the background (aiperf_web.core.dynamo), starts the Celery worker (a thread on the in-memory broker
+the background (aiperf_web.stack.dynamo), starts the Celery worker (a thread on the in-memory broker
 in the embedded default; a `celery -A aiperf_web worker -Q runs` child process when REDIS_URL is
 set), then serves HTTP and WebSocket with uvicorn until interrupted.
 """
@@ -19,23 +19,13 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from aiperf_web.core.dynamo import RealDynamo, real_dynamo_launch
 from aiperf_web.core.mock import MockServer, die_with_parent
 from aiperf_web.core.proxy import uvicorn_proxy_options
-from aiperf_web.core.services import DEMO_USER, demo_bootstrap, mock_url_default
-from aiperf_web.core.worker import EmbeddedWorker, StaleRunReaper
 from aiperf_web.runs.services import runs_requeue_queued
-
-
-def _recycling_options() -> list[str]:
-    """The worker-process recycling rule of the settings (README: Worker memory), as options
-    of `celery worker` (which would read the same settings; named here so `ps` shows them)."""
-    options: list[str] = []
-    if settings.CELERY_WORKER_MAX_TASKS_PER_CHILD:
-        options += ["--max-tasks-per-child", str(settings.CELERY_WORKER_MAX_TASKS_PER_CHILD)]
-    if settings.CELERY_WORKER_MAX_MEMORY_PER_CHILD:
-        options += ["--max-memory-per-child", str(settings.CELERY_WORKER_MAX_MEMORY_PER_CHILD)]
-    return options
+from aiperf_web.runs.worker import StaleRunReaper
+from aiperf_web.stack.demo import DEMO_USER, demo_bootstrap, mock_url_default
+from aiperf_web.stack.dynamo import RealDynamo, real_dynamo_launch
+from aiperf_web.stack.worker import EmbeddedWorker, worker_command
 
 
 class Command(BaseCommand):
@@ -90,23 +80,10 @@ class Command(BaseCommand):
                         out.write(f"re-queued {requeued} run(s) left queued by the last start")
                 else:
                     worker_process = subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "celery",
-                            "-A",
-                            "aiperf_web",
-                            "worker",
-                            "-Q",
-                            settings.AIPERF_RUNS_QUEUE,
-                            "--concurrency",
-                            str(settings.AIPERF_EMBEDDED_WORKERS),
-                            "--prefetch-multiplier",
-                            "1",
-                            *_recycling_options(),
-                            "--loglevel",
-                            "INFO",
-                        ],
+                        worker_command(
+                            queue=settings.AIPERF_RUNS_QUEUE,
+                            concurrency=settings.AIPERF_EMBEDDED_WORKERS,
+                        ),
                         preexec_fn=die_with_parent,
                     )
             db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]

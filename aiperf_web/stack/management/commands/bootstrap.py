@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from aiperf_web.core.services import DEMO_USER, demo_bootstrap, mock_url_default
+from aiperf_web.stack.demo import DEMO_USER, demo_bootstrap, mock_url_default
 
 
 class Command(BaseCommand):

@@ -1,49 +1,19 @@
-"""The embedded default's Celery worker: a WorkController on the in-memory broker, in a thread
-of the web process. It consumes the same `runs` queue with the same task code as the
-`celery -A aiperf_web worker -Q runs` processes of production."""
+"""The worker's side of runs that is not a write the web makes: the stale-run reaper.
+
+It runs in every worker process (started when the worker is ready, aiperf_web/celery.py) and in
+every process `manage.py serve` starts, beside the watcher that keeps each running run's
+heartbeat (runs.services)."""
 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
-from typing import Any
 
-from django.conf import settings
+from django.db import connection
 
-from aiperf_web.celery import app
+from aiperf_web.runs.services import runs_reap_stale, runs_reconcile_queued
 
 log = logging.getLogger(__name__)
-
-
-class EmbeddedWorker:
-    def __init__(self, *, concurrency: int) -> None:
-        self.concurrency = concurrency
-        self.controller: Any = None
-        self.thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self.controller = app.WorkController(
-            hostname=f"embedded@{socket.gethostname()}",
-            pool_cls="threads",
-            concurrency=self.concurrency,
-            queues=[settings.AIPERF_RUNS_QUEUE],
-            prefetch_multiplier=1,
-            without_heartbeat=True,
-            without_mingle=True,
-            without_gossip=True,
-            loglevel=logging.INFO,
-        )
-        self.thread = threading.Thread(
-            target=self.controller.start, name="celery-embedded", daemon=True
-        )
-        self.thread.start()
-
-    def stop(self) -> None:
-        if self.controller is not None:
-            self.controller.stop(in_sighandler=False)
-        if self.thread is not None:
-            self.thread.join(timeout=10)
 
 
 class StaleRunReaper(threading.Thread):
@@ -59,10 +29,6 @@ class StaleRunReaper(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        from django.db import connection
-
-        from aiperf_web.runs.services import runs_reap_stale, runs_reconcile_queued
-
         while not self.done.wait(self.interval_s):
             try:
                 reaped = runs_reap_stale()

@@ -32,12 +32,14 @@ from django.db import DatabaseError, connection
 from django.test import Client
 from django.utils import timezone
 
+from aiperf_web.celery import app
 from aiperf_web.core.mock import MockServer, free_port
 from aiperf_web.endpoints.services import endpoint_create
 from aiperf_web.runs import services
 from aiperf_web.runs.models import Run, RunRecord, Status
 from aiperf_web.runs.sink import records_insert
 from aiperf_web.scenarios.services import scenario_create
+from aiperf_web.stack.worker import EmbeddedWorker, recycling_options, worker_command
 from aiperf_web.teams.models import Team
 from aiperf_web.teams.services import api_token_create, team_create
 
@@ -210,8 +212,6 @@ class Command(BaseCommand):
     def _claim(self, team: Team, user: User, n: int) -> dict[str, Any]:
         worker = None
         if settings.EMBEDDED:
-            from aiperf_web.core.worker import EmbeddedWorker
-
             worker = EmbeddedWorker(concurrency=1)
             worker.start()
             time.sleep(1.0)
@@ -325,9 +325,6 @@ class Command(BaseCommand):
 
         if settings.EMBEDDED:
             return {"error": "needs REDIS_URL (a separate celery worker process)"}
-        from aiperf_web.celery import app
-        from aiperf_web.core.management.commands.serve import _recycling_options
-
         queue = f"runs-bench-rss-{os.getpid()}"
         settings.AIPERF_RUNS_QUEUE = queue
         env = {
@@ -344,13 +341,15 @@ class Command(BaseCommand):
             if recycle
             else "0",
         }
-        options = _recycling_options() if recycle else []
+        options = recycling_options() if recycle else []
         proc = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "celery", "-A", "aiperf_web", "worker", "-Q", queue),
-                *("-n", f"{queue}@localhost", "--concurrency", "1", "--prefetch-multiplier", "1"),
-                *("--loglevel", "WARNING", "--without-mingle", "--without-gossip", *options),
-            ],
+            worker_command(
+                queue=queue,
+                concurrency=1,
+                recycle=recycle,
+                loglevel="WARNING",
+                extra=("-n", f"{queue}@localhost", "--without-mingle", "--without-gossip"),
+            ),
             env=env,
         )
         mock = MockServer(port=free_port(), time_scale=0.0)

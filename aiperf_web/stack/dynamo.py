@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection
 
 from aiperf_web.core.mock import port_free
-from aiperf_web.core.services import REAL_DYNAMO_ENDPOINT, real_dynamo_bootstrap
+from aiperf_web.stack.demo import REAL_DYNAMO_ENDPOINT, real_dynamo_bootstrap
 
 SCRIPT = Path(settings.BASE_DIR) / "scripts" / "dynamo-cpu.sh"
 VENV = Path(settings.BASE_DIR) / "var" / "dynamo-venv"
