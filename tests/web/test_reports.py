@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from aiperf_web.core.services import demo_bootstrap
 from aiperf_web.reports.leaks import WINDOW_S, LeakPoint, LeakVerdict, leak_assess
 from aiperf_web.reports.models import ABPair
 from aiperf_web.reports.selectors import trees_build
 from aiperf_web.runs.models import Run, RunSample, Status
 from aiperf_web.runs.sink import records_insert
+from aiperf_web.stack.demo import demo_bootstrap
 from tests.web.conftest import World
 
 FINAL = {"succeeded", "failed", "cancelled"}
