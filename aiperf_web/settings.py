@@ -282,6 +282,9 @@ else:
 # Benchmark traffic goes only to these hosts: CIDRs, IPs, host names, `*.suffix`, or `*`.
 AIPERF_OUTBOUND_ALLOWLIST = env_list("AIPERF_OUTBOUND_ALLOWLIST", "127.0.0.0/8,::1,localhost")
 AIPERF_ADMIN_PASSWORD = env_str("AIPERF_ADMIN_PASSWORD")
+# The site's address as people reach it: the absolute links in run-end webhooks (a worker
+# has no request to take the host from).
+AIPERF_PUBLIC_URL = env_str("AIPERF_PUBLIC_URL", "http://127.0.0.1:8000")
 # A Fernet key for endpoint API keys at rest; derived from SECRET_KEY when not given.
 AIPERF_ENCRYPTION_KEY = env_str("AIPERF_ENCRYPTION_KEY")
 # The built-in mock cluster: an external one (AIPERF_MOCK_URL), or a child process that

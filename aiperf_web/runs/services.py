@@ -495,12 +495,111 @@ def run_execute(*, run_uuid: str, worker: str) -> str:
 
 
 def _execute(*, run_uuid: str) -> str:
-    """Run the claimed run's engine with a storing sink and finish it; then a ticket for the
-    runs waiting, if any."""
+    """Run the claimed run's engine with a storing sink and finish it; then its last log
+    lines and webhooks, and a ticket for the runs waiting, if any."""
     try:
-        return _execute_claimed(run_uuid=run_uuid)
+        status = _execute_claimed(run_uuid=run_uuid)
+        _run_ended(run_uuid=run_uuid)
+        return status
     finally:
         _ticket_if_waiting()
+
+
+# -- the run log's lifecycle lines ------------------------------------------------------------
+# claimed (by which worker), started (what runs, against what, until when), the engine's own
+# preflight and affinity lines (through the sink), stopped (why), saved (what): a run's log
+# tells its story without a look at the worker's logs.
+
+
+def _claimed_line(run_obj: Run) -> str:
+    waited = ""
+    if run_obj.started_at is not None:
+        waited = f" after {(run_obj.started_at - run_obj.created_at).total_seconds():.1f} s queued"
+    return f"claimed by worker {run_obj.worker or '?'}{waited}"
+
+
+def _started_line(spec: RunSpec, run_obj: Run) -> str:
+    target = spec.target
+    if isinstance(target, SimulatedTarget):
+        against = (
+            f"a simulated cluster of {target.workers} workers ({target.router} router, "
+            "virtual time)"
+        )
+    else:
+        against = f"{run_obj.endpoint_name} ({target.url}, model {target.model})"
+        if run_obj.endpoint is not None and run_obj.endpoint.affinity_detected:
+            against += f"; its last connection test found {run_obj.endpoint.affinity_headline}"
+    affinity = spec.affinity if spec.affinity == "none" else f"{spec.affinity} ({spec.scope})"
+    until = [
+        text
+        for text, value in (
+            (f"{spec.duration_s:g} s", spec.duration_s),
+            (f"{spec.max_requests} requests", spec.max_requests),
+            (f"{spec.max_trees} trees", spec.max_trees),
+        )
+        if value is not None
+    ]
+    return (
+        f"started: {spec.policy} routing, affinity {affinity}, "
+        f"{spec.effective_concurrency} lanes on {spec.client_workers} client workers, "
+        f"until {' or '.join(until) or 'the workload ends'}; against {against}"
+    )
+
+
+def _stop_line(run_obj: Run) -> tuple[str, str]:
+    """(level, line): why the run ended, in a person's words."""
+    summary = run_obj.summary or {}
+    spec = run_obj.spec or {}
+    if run_obj.status == Status.CANCELLED:
+        return "warning", "stopped: cancelled"
+    if run_obj.status == Status.FAILED:
+        reason = (run_obj.reason or "failed").splitlines()[0][:300]
+        return "error", f"stopped: failed ({reason})"
+    if run_obj.reason:  # succeeded, but ended early (a stalled simulated clock, say)
+        why = run_obj.reason[:300]
+    elif spec.get("duration_s") and (summary.get("elapsed_s") or 0) >= spec["duration_s"] - 0.5:
+        why = f"its duration ({spec['duration_s']:g} s) was reached"
+    elif spec.get("max_requests") and (summary.get("requests") or 0) >= spec["max_requests"]:
+        why = f"its request count ({spec['max_requests']}) was reached"
+    elif spec.get("max_trees") and (summary.get("trees_started") or 0) >= spec["max_trees"]:
+        why = f"its tree count ({spec['max_trees']}) was reached"
+    else:
+        why = "the workload ran to its end"
+    cut = summary.get("cut_by_stop") or 0
+    tail = f"; {cut} requests in flight were cut by the stop (not errors)" if cut else ""
+    return "info", f"stopped: {why}{tail}"
+
+
+def _saved_line(run_obj: Run) -> str:
+    summary = run_obj.summary or {}
+    figures = ""
+    if summary:
+        figures = f": {summary.get('requests', 0)} requests, {summary.get('errors', 0)} errors" + (
+            f", {summary['requests_per_s']:.2f} req/s" if summary.get("requests_per_s") else ""
+        )
+    return (
+        f"saved ({run_obj.status}){figures}; {run_obj.records_count} records and "
+        f"{run_obj.samples_count} snapshots stored"
+    )
+
+
+def _run_ended(*, run_uuid: str) -> None:
+    """After the final save: the log's stop and saved lines, then the run-end webhooks. Never
+    raises: the run's outcome is stored, and nothing here may change it."""
+    try:
+        run_obj = Run.objects.select_related("team", "scenario").get(uuid=run_uuid)
+        level, line = _stop_line(run_obj)
+        run_log(run_obj=run_obj, level=level, message=line)
+        run_log(run_obj=run_obj, level="info", message=_saved_line(run_obj))
+    except Exception:
+        log.exception("run %s: writing its end to the run log failed", run_uuid)
+        return
+    from aiperf_web.runs.webhooks import run_webhooks_send
+
+    try:
+        run_webhooks_send(run_obj=run_obj)
+    except Exception:
+        log.exception("run %s: its webhooks failed", run_uuid)
 
 
 def _execute_claimed(*, run_uuid: str) -> str:
@@ -509,11 +608,13 @@ def _execute_claimed(*, run_uuid: str) -> str:
     sink: RunSink | None = None
     watcher: _Watcher | None = None
     try:
+        run_log(run_obj=run_obj, level="info", message=_claimed_line(run_obj))
         try:
             spec = spec_parse(run_obj.spec)
         except Invalid as exc:
             _finish(run_obj=run_obj, status=Status.FAILED, reason=f"invalid stored spec: {exc}")
             return Status.FAILED
+        run_log(run_obj=run_obj, level="info", message=_started_line(spec, run_obj))
         if isinstance(spec.target, EndpointTarget):
             check_outbound_url(spec.target.url)
             if spec.target.metrics_scrape_url is not None:

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.specs import spec_json, spec_parse
 from aiperf_web.core.tags import tags_normalize
+from aiperf_web.core.webhooks import webhook_set
 from aiperf_web.scenarios.models import Scenario, Trace
 from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.teams.models import Role, Team
@@ -228,6 +229,21 @@ def scenario_update(
         scenario.save()
         if trace_ids is not None:
             scenario.traces.set(traces)
+    return scenario
+
+
+def scenario_webhook_set(
+    *,
+    actor: AnyUser,
+    scenario: Scenario,
+    url: str,
+    secret: str = "",
+    clear_secret: bool = False,
+) -> Scenario:
+    """The scenario's run-end webhook (members): called for each of its runs that ends,
+    beside the team's."""
+    require_role(user=actor, team=scenario.team, role=Role.MEMBER)
+    webhook_set(scenario, url=url, secret=secret, clear_secret=clear_secret)
     return scenario
 
 

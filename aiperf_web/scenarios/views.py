@@ -17,7 +17,12 @@ from aiperf_web.scenarios import selectors, services
 from aiperf_web.scenarios.forms import SampleImportForm, ScenarioForm, TraceUploadForm
 from aiperf_web.scenarios.models import Scenario
 from aiperf_web.teams.models import Role
-from aiperf_web.teams.selectors import require_role, team_get_for_user, teams_with_role
+from aiperf_web.teams.selectors import (
+    require_role,
+    role_in_team,
+    team_get_for_user,
+    teams_with_role,
+)
 
 
 def _team(request: HttpRequest, form_team: str | None, teams: list[Any]) -> Any:
@@ -228,8 +233,28 @@ def scenario_detail(request: HttpRequest, scenario_id: str) -> HttpResponse:
             "scenario": scenario,
             "traces": scenario.traces.all(),
             "spec_rows": _stats_rows(scenario.spec),
+            "can_edit": role_in_team(user=request.user, team=scenario.team)
+            in (Role.ADMIN, Role.MEMBER),
         },
     )
+
+
+@require_POST
+@page
+def scenario_webhook(request: HttpRequest, scenario_id: str) -> HttpResponse:
+    scenario = selectors.scenario_get(user=request.user, scenario_id=scenario_id)
+    try:
+        services.scenario_webhook_set(
+            actor=request.user,
+            scenario=scenario,
+            url=request.POST.get("webhook_url", ""),
+            secret=request.POST.get("webhook_secret", ""),
+            clear_secret=bool(request.POST.get("webhook_clear_secret")),
+        )
+        messages.success(request, "Webhook saved.")
+    except Invalid as exc:
+        messages.error(request, str(exc))
+    return redirect("scenarios:detail", scenario_id=scenario.uuid)
 
 
 @require_POST

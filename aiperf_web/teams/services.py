@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
+from aiperf_web.core.webhooks import webhook_set
 from aiperf_web.teams.models import ApiToken, Membership, Role, Team
 from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
 
@@ -34,6 +35,15 @@ def team_create(*, name: str, owner: User) -> Team:
     with transaction.atomic():
         team = Team.objects.create(name=name)
         Membership.objects.create(team=team, user=owner, role=Role.ADMIN)
+    return team
+
+
+def team_webhook_set(
+    *, actor: AnyUser, team: Team, url: str, secret: str = "", clear_secret: bool = False
+) -> Team:
+    """The team's run-end webhook (admins): every run of the team that ends is announced."""
+    require_role(user=actor, team=team, role=Role.ADMIN)
+    webhook_set(team, url=url, secret=secret, clear_secret=clear_secret)
     return team
 
 

@@ -73,6 +73,24 @@ def member_remove(request: HttpRequest, team_id: str) -> HttpResponse:
 
 @require_POST
 @page
+def team_webhook(request: HttpRequest, team_id: str) -> HttpResponse:
+    team = selectors.team_get_for_user(user=request.user, team_id=team_id)
+    try:
+        services.team_webhook_set(
+            actor=request.user,
+            team=team,
+            url=request.POST.get("webhook_url", ""),
+            secret=request.POST.get("webhook_secret", ""),
+            clear_secret=bool(request.POST.get("webhook_clear_secret")),
+        )
+        messages.success(request, "Webhook saved.")
+    except Invalid as exc:
+        messages.error(request, str(exc))
+    return redirect("teams:page")
+
+
+@require_POST
+@page
 def token_create(request: HttpRequest) -> HttpResponse:
     assert isinstance(request.user, User)  # @page: logged in
     _, raw = services.api_token_create(user=request.user, name=request.POST.get("name", ""))
