@@ -12,6 +12,7 @@ names (a test enforces it):
     run_async(...)                                      the same inside an event loop
     Sink, ListSink, Snapshot, Summary, RecordDict       what a run reports while it goes
     load_workload, load_trace, inspect_trace, Trace, DEFAULT_MAX_BYTES, FILE_FORMATS
+    dump_native(trace) -> str                           a loaded trace as native JSON lines
     check_endpoint(...)                                 the preflight alone ("test connection")
     check_affinity(...) -> AffinityDetection            the Dynamo affinity generation and modes
     RunnerError > BadInput > (SpecError, TraceError, EndpointError)
@@ -57,6 +58,7 @@ from runner.trace import (
     FILE_FORMATS,
     SyntheticConfig,
     Trace,
+    dump_native,
     inspect_trace,
     load_trace,
 )
@@ -99,6 +101,7 @@ __all__ = [
     "Workload",
     "check_affinity",
     "check_endpoint",
+    "dump_native",
     "inspect_trace",
     "load_trace",
     "load_workload",

@@ -5,6 +5,8 @@ from typing import Any, cast
 
 from django import forms
 
+from aiperf_web.teams.labels import team_ids, team_suffix
+
 KNOB_CHOICES = [
     ("policy", "Routing policy: legacy, then spawn-pin (the client-side leak and its fix)"),
     (
@@ -36,11 +38,13 @@ class ABForm(forms.Form):
         self, *args: Any, scenarios: list[Any], endpoints: list[Any], **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
+        teams = team_ids(scenarios, endpoints)
         cast(forms.ChoiceField, self.fields["scenario"]).choices = [
-            (str(s.uuid), f"{s.name} ({s.team.name})") for s in scenarios
+            (str(s.uuid), s.name + team_suffix(s.team, teams=teams)) for s in scenarios
         ]
         cast(forms.ChoiceField, self.fields["target"]).choices = [
-            (str(e.uuid), f"{e.name} — {e.base_url}") for e in endpoints
+            (str(e.uuid), f"{e.name} — {e.base_url}{team_suffix(e.team, teams=teams)}")
+            for e in endpoints
         ] + [("simulated", "simulated cluster (virtual time: an hour in seconds)")]
         if not self.is_bound:
             self.initial.setdefault("knob", "policy")

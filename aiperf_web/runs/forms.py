@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, cast
 
 from django import forms
 
-from aiperf_web.core.forms import spec_fields
+from aiperf_web.core.forms import spec_fields, spec_initial
 from aiperf_web.endpoints.models import ServerKind
 from aiperf_web.runs.models import Status
+from aiperf_web.teams.labels import team_ids, team_suffix
 from runner import POLICIES, SCOPES
 
 # The knobs the launch page shows (docs/product.md §5); any other goes in "more overrides".
@@ -79,16 +81,32 @@ class LaunchForm(forms.Form):
         self, *args: Any, scenarios: list[Any], endpoints: list[Any], **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
+        teams = team_ids(scenarios, endpoints)
         cast(forms.ChoiceField, self.fields["scenario"]).choices = [
-            (str(s.uuid), f"{s.name} ({s.team.name})") for s in scenarios
+            (str(s.uuid), s.name + team_suffix(s.team, teams=teams)) for s in scenarios
         ]
         # The built-in mock first: the ready endpoint of a fresh install.
         ordered = sorted(endpoints, key=lambda e: (not e.is_builtin, e.team.name, e.name))
         cast(forms.ChoiceField, self.fields["target"]).choices = [
-            (str(e.uuid), f"{e.name} — {e.base_url} ({e.team.name})") for e in ordered
+            (str(e.uuid), f"{e.name} — {e.base_url}{team_suffix(e.team, teams=teams)}")
+            for e in ordered
         ] + [("simulated", "simulated cluster (virtual time)")]
         self.knob_fields = spec_fields("", only=LAUNCH_KNOBS, blank=True)
+        for field in self.knob_fields.values():
+            # Blank keeps the scenario's value, shown in the input: the engine's own defaults
+            # quoted in its descriptions would mislead here.
+            field.help_text = _ENGINE_DEFAULT.sub("", str(field.help_text))
         self.fields.update(self.knob_fields)
+        # Per scenario, each knob's value as the form shows it (the page's script swaps
+        # them in when another scenario is picked).
+        self.scenario_values = {
+            str(s.uuid): knob_hints(s.spec, self.knob_fields) for s in scenarios
+        }
+        chosen = self.data.get("scenario") if self.is_bound else self.initial.get("scenario")
+        if chosen not in self.scenario_values:
+            chosen = str(scenarios[0].uuid) if scenarios else None
+        if chosen is not None:
+            self._show_scenario_values(self.scenario_values[str(chosen)])
         self.fields["affinity_actions"].help_text = (
             "dynamo-nvext only: bind (development builds) or open (Dynamo 1.2.x); blank = what "
             "the endpoint's connection test found, else the scenario's"
@@ -100,13 +118,27 @@ class LaunchForm(forms.Form):
             target = str(ordered[0].uuid) if ordered else "simulated"
         self._offer_affinity(str(target))
 
+    def _show_scenario_values(self, hints: dict[str, str]) -> None:
+        """Each knob's scenario value: the placeholder of an input, the label of a list's
+        blank choice ("scenario: spawn-pin")."""
+        for name, field in self.knob_fields.items():
+            hint = hints.get(name, "")
+            if isinstance(field, forms.ChoiceField):
+                field.choices = [
+                    ("", f"scenario: {hint}") if value == "" else (value, label)
+                    for value, label in cast(list[tuple[str, str]], field.choices)
+                ]
+            else:
+                field.widget.attrs["placeholder"] = hint
+
     def _offer_affinity(self, target: str) -> None:
         """Offer only the affinity modes the chosen target accepts (the page's script does the
         same when another target is picked); preset dynamo-nvext's actions to the detected
         generation's."""
         offer = self.affinity_by_target[target]
         field = cast(forms.ChoiceField, self.fields["affinity"])
-        field.choices = [("", "— keep —"), *((m, m) for m in offer["choices"])]
+        keep = dict(cast(list[tuple[str, str]], field.choices)).get("", "— keep —")
+        field.choices = [("", keep), *((m, m) for m in offer["choices"])]
         field.help_text = offer["note"]
         field.error_messages["invalid_choice"] = (
             "%(value)s will not work on this endpoint; modes that work there: "
@@ -129,6 +161,20 @@ class LaunchForm(forms.Form):
         if not isinstance(value, dict):
             raise forms.ValidationError("a JSON object of knob: value")
         return value
+
+
+# "(default 16)" and the like in the engine's knob descriptions.
+_ENGINE_DEFAULT = re.compile(r"\s*\(default [^()]*\)")
+
+
+def knob_hints(spec: dict[str, Any], fields: dict[str, forms.Field]) -> dict[str, str]:
+    """A scenario's value of each knob as text ("not set" for an empty optional one)."""
+    shown = spec_initial(spec, fields)
+    return {name: _text(shown.get(name, "not set")) for name in fields}
+
+
+def _text(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _affinity_by_target(endpoints: list[Any], field: forms.Field) -> dict[str, dict[str, Any]]:

@@ -6,7 +6,7 @@ from django import forms
 
 from aiperf_web.core.forms import spec_fields
 from aiperf_web.scenarios.samples import available_samples
-from runner import DEFAULT_MAX_BYTES
+from runner import DEFAULT_MAX_BYTES, FILE_FORMATS
 
 
 class TraceUploadForm(forms.Form):
@@ -14,6 +14,12 @@ class TraceUploadForm(forms.Form):
     file = forms.FileField(
         help_text="native JSONL, aiperf dag_jsonl, Claude Code JSON, Mooncake JSONL or Azure CSV, "
         f"up to {DEFAULT_MAX_BYTES // 2**20} MiB"
+    )
+    # The engine's file formats, read from the engine: a new loader shows up here by itself.
+    format = forms.ChoiceField(
+        required=False,
+        choices=[("", "auto: tell from the content"), *((f.value, f.value) for f in FILE_FORMATS)],
+        help_text="pick one when the format cannot be told from the content",
     )
     name = forms.CharField(required=False, max_length=200, help_text="default: the file name")
 

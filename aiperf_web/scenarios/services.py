@@ -21,8 +21,19 @@ from aiperf_web.scenarios.models import Scenario, Trace
 from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.teams.models import Role, Team
 from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
-from runner import DEFAULT_MAX_BYTES, RunSpec, TraceError, inspect_trace, load_trace
+from runner import (
+    DEFAULT_MAX_BYTES,
+    FILE_FORMATS,
+    RunSpec,
+    TraceError,
+    dump_native,
+    inspect_trace,
+    load_trace,
+)
 
+# The advice for a file whose format its content does not show (the engine's says "pass
+# --format", a CLI flag).
+FORMAT_FIX = "name its format"
 # Trace references inside a stored spec: the worker replaces each with a file it writes.
 TRACE_REF = "trace:"
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -50,21 +61,32 @@ def _read_limited(chunks: Iterable[bytes], *, limit: int) -> bytes:
     return bytes(buf)
 
 
-def _inspect(content: bytes, *, filename: str) -> dict[str, Any]:
-    """Load the bytes with the engine's loader (format detected from the content) and return
-    its statistics; Invalid on field `file` with the loader's line-precise message."""
+def _inspect(
+    content: bytes, *, filename: str, format: str = "", format_fix: str = FORMAT_FIX
+) -> dict[str, Any]:
+    """Load the bytes with the engine's loader (format detected from the content unless
+    given) and return its statistics; Invalid on field `file` (`format` for an unknown one)
+    with the loader's line-precise message."""
+    names = [f.value for f in FILE_FORMATS]
+    if format and format not in names:
+        raise Invalid.field("format", f"unknown format {format[:40]!r}: one of {', '.join(names)}")
     with tempfile.TemporaryDirectory(prefix="aiperf-upload-") as tmp:
         path = Path(tmp) / filename
         path.write_bytes(content)
         try:
-            trace = load_trace(path)
+            trace = load_trace(path, format=format or None)
             stats: dict[str, Any] = dict(inspect_trace(trace))
         except TraceError as exc:
-            # The loader names the temporary path; the person knows the file by its name.
-            raise Invalid.field("file", str(exc).replace(str(path), filename)) from None
+            # The loader names the temporary path, and its fix a CLI flag; the person knows
+            # the file by its name and picks a format where the upload asks for it.
+            message = str(exc).replace(str(path), filename).replace("pass --format", format_fix)
+            raise Invalid.field("file", message) from None
         except (UnicodeDecodeError, ValueError, OSError) as exc:
             raise Invalid.field("file", f"{filename}: unreadable trace ({exc})") from None
     stats.pop("source", None)
+    if format:
+        # Chosen by hand: the worker loads the file in this format (see trace_content).
+        stats["format_chosen"] = True
     return stats
 
 
@@ -76,14 +98,19 @@ def trace_upload(
     chunks: Iterable[bytes],
     name: str = "",
     sample: str = "",
+    format: str = "",
+    format_fix: str = FORMAT_FIX,
 ) -> Trace:
+    """Store a trace file once the engine has loaded it: in `format` when given (one of the
+    engine's FILE_FORMATS), else the format its content shows. `format_fix` words the advice
+    of an undetectable format for where the person is (a form's list, an API field)."""
     require_role(user=actor, team=team, role=Role.MEMBER)
     filename = _safe_filename(filename)
     name = (name or filename).strip()[:200]
     if Trace.objects.filter(team=team, name=name).exists():
         raise Invalid.field("name", f"team {team.name} has a trace named {name!r}")
     content = _read_limited(chunks, limit=DEFAULT_MAX_BYTES)
-    stats = _inspect(content, filename=filename)
+    stats = _inspect(content, filename=filename, format=format, format_fix=format_fix)
     try:
         with transaction.atomic():
             return Trace.objects.create(
@@ -135,11 +162,26 @@ def trace_delete(*, actor: AnyUser, trace: Trace) -> None:
 
 
 def trace_content(*, trace_id: object) -> tuple[str, bytes]:
-    """The stored file (name, bytes) of a trace, by public id; for the worker and exports."""
-    trace = Trace.objects.filter(uuid=str(trace_id)).only("filename", "content_gz").first()
+    """A trace's file (name, bytes) as the worker's engine will load it, by public id.
+
+    The engine tells a file's format from its content; a trace whose format was chosen by
+    hand at upload is handed over in native form (the same trees, written by the engine) so
+    that it loads as it was inspected."""
+    trace = (
+        Trace.objects.filter(uuid=str(trace_id))
+        .only("filename", "content_gz", "format", "stats")
+        .first()
+    )
     if trace is None:
         raise NotFound(f"trace {trace_id} no longer exists")
-    return trace.filename, gzip.decompress(bytes(trace.content_gz))
+    content = gzip.decompress(bytes(trace.content_gz))
+    if not trace.stats.get("format_chosen"):
+        return trace.filename, content
+    with tempfile.TemporaryDirectory(prefix="aiperf-trace-") as tmp:
+        path = Path(tmp) / trace.filename
+        path.write_bytes(content)
+        loaded = load_trace(path, format=trace.format)
+    return f"{Path(trace.filename).stem}.native.jsonl", dump_native(loaded).encode()
 
 
 def _resolve_traces(*, team: Team, trace_ids: Sequence[object]) -> list[Trace]:

@@ -49,6 +49,8 @@ def trace_list(request: HttpRequest) -> HttpResponse:
                         filename=f.name,
                         chunks=f.chunks(),
                         name=upload.cleaned_data.get("name", ""),
+                        format=upload.cleaned_data.get("format", ""),
+                        format_fix="choose its format in the Format list",
                     )
                 except Invalid as exc:
                     add_service_errors(upload, exc.fields, str(exc))

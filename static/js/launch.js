@@ -1,8 +1,12 @@
 // The launch form: when another endpoint is picked, offer only the affinity modes it accepts
 // (what its connection test found, or its kind's list), say why under the field, and preset
-// dynamo-nvext's actions to the generation the test found. The server renders the same for
-// the endpoint selected at load and refuses any other mode, so this only saves a round trip.
+// dynamo-nvext's actions to the generation the test found. When another scenario is picked,
+// show its value of each knob (the placeholder of an input, the blank choice of a list): a
+// blank field keeps it. The server renders the same for the choices selected at load and
+// refuses any other mode, so this only saves a round trip.
 const offers = JSON.parse(document.getElementById("affinity-data").textContent);
+const scenarioValues = JSON.parse(document.getElementById("scenario-values").textContent);
+const scenario = document.getElementById("id_scenario");
 const target = document.getElementById("id_target");
 const affinity = document.getElementById("id_affinity");
 const actions = document.getElementById("id_affinity_actions");
@@ -12,7 +16,7 @@ let preset = actions && offers[target.value] && actions.value === offers[target.
 function offer() {
   const found = offers[target.value] || offers.simulated;
   const keep = affinity.value;
-  affinity.replaceChildren(new Option("— keep —", ""));
+  affinity.replaceChildren(new Option(keepLabel("affinity"), ""));
   for (const mode of found.choices) affinity.add(new Option(mode, mode));
   affinity.value = found.choices.includes(keep) ? keep : "";
   if (note) note.textContent = found.note;
@@ -22,5 +26,24 @@ function offer() {
   }
 }
 
+function keepLabel(name) {
+  const hint = (scenarioValues[scenario.value] || {})[name];
+  return hint === undefined ? "— keep —" : `scenario: ${hint}`;
+}
+
+function showScenarioValues() {
+  for (const [name, hint] of Object.entries(scenarioValues[scenario.value] || {})) {
+    const el = document.getElementById(`id_${name}`);
+    if (!el) continue;
+    if (el.tagName === "SELECT") {
+      const blank = [...el.options].find((o) => o.value === "");
+      if (blank) blank.textContent = keepLabel(name);
+    } else {
+      el.placeholder = hint;
+    }
+  }
+}
+
 target.addEventListener("change", offer);
+scenario.addEventListener("change", showScenarioValues);
 if (actions) actions.addEventListener("change", () => { preset = false; });

@@ -4,6 +4,7 @@ favicon and dark mode, and the runs table on a phone."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aiperf_web.runs.models import Run, Status
@@ -54,3 +55,88 @@ def test_a_named_run_that_is_not_there_is_a_400_on_the_picker(world: World) -> N
     assert page.status_code == 400 and b"compare-error" in page.content
     assert str(world.run.uuid).encode() in page.content  # named in the error ...
     assert f'value="{world.run.uuid}"'.encode() not in page.content  # ... never offered
+
+
+# -- 2. labels, the launch form's scenario values, the upload's format ---------------------------
+
+
+def _options(html: str, select_id: str) -> list[str]:
+    block = html.split(f'id="{select_id}"', 1)[1].split("</select>", 1)[0]
+    return [part.split(">", 1)[1].split("<", 1)[0] for part in block.split("<option")[1:]]
+
+
+def test_one_teams_choices_carry_no_team_and_two_teams_say_team(world: World) -> None:
+    from aiperf_web.teams.models import Membership, Role
+
+    html = world.client("owner").get("/runs/new/").content.decode()
+    assert _options(html, "id_scenario") == ["alpha-scenario"]
+    assert not any("alpha" in o for o in _options(html, "id_target")[:-1] if "(" in o)
+    Membership.objects.create(team=world.other_team, user=world.teammate, role=Role.MEMBER)
+    from aiperf_web.scenarios.services import scenario_create
+
+    scenario_create(actor=world.outsider, team=world.other_team, name="beta-scenario",
+                    spec={"duration_s": 5}, trace_ids=[])  # fmt: skip
+    html = world.client("teammate").get("/runs/new/").content.decode()
+    assert sorted(_options(html, "id_scenario")) == [
+        "alpha-scenario · team alpha", "beta-scenario · team beta"
+    ]  # fmt: skip
+    detail = world.client("owner").get(f"/scenarios/{world.scenario.uuid}/").content.decode()
+    assert "<small>team alpha</small>" in detail
+
+
+def test_the_launch_form_shows_the_scenarios_values_not_the_engines_defaults(
+    world: World,
+) -> None:
+    html = world.client("owner").get("/runs/new/").content.decode()
+    # The scenario runs 2 lanes for 2 s at 50x: each blank input shows it.
+    assert re.search(r'<input[^>]*name="concurrency"[^>]*placeholder="2"', html)
+    assert re.search(r'<input[^>]*name="speedup"[^>]*placeholder="50"', html)
+    assert _options(html, "id_policy")[0] == "scenario: spawn-pin"
+    assert "(default 16)" not in html and "a blank field keeps the scenario" in html
+    values = html.split('id="scenario-values" type="application/json">')[1].split("</script>")[0]
+    assert f'"{world.scenario.uuid}"' in values and '"duration_s": "2"' in values
+
+
+def test_an_undetectable_upload_asks_for_the_format_list_not_a_cli_flag(world: World) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    form = world.client("owner").get("/traces/").content.decode()
+    assert _options(form, "id_upload-format")[0].startswith("auto")
+    assert {"native", "dag_jsonl", "claude_code", "mooncake", "azure_csv"} <= set(
+        _options(form, "id_upload-format")
+    )
+    page = world.client("owner").post("/traces/", {
+        "action": "upload", "upload-file": SimpleUploadedFile("odd.txt", b"hello\n"),
+    })  # fmt: skip
+    text = page.content.decode()
+    assert page.status_code == 200 and "choose its format in the Format list" in text
+    assert "--format" not in text
+
+
+def test_a_format_chosen_at_upload_is_the_one_the_worker_loads(world: World) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from aiperf_web.scenarios.models import Trace
+    from aiperf_web.scenarios.services import trace_content
+    from runner import inspect_trace, load_trace
+    from tests.fixtures import DAG_SPAWN
+
+    page = world.client("owner").post("/traces/", {
+        "action": "upload", "upload-format": "dag_jsonl", "upload-name": "chosen",
+        "upload-file": SimpleUploadedFile("spawn.txt", DAG_SPAWN.read_bytes()),
+    })  # fmt: skip
+    assert page.status_code == 302
+    trace = Trace.objects.get(name="chosen")
+    assert trace.format == "dag_jsonl" and trace.stats["format_chosen"] is True
+    filename, content = trace_content(trace_id=trace.uuid)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / filename
+        path.write_bytes(content)
+        loaded = inspect_trace(load_trace(path))  # detected from the content, as the worker does
+    assert loaded["format"] == "native"
+    assert {k: loaded[k] for k in ("trees", "sessions", "requests", "spawn_children")} == {
+        k: trace.stats[k] for k in ("trees", "sessions", "requests", "spawn_children")
+    }
