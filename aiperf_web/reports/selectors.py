@@ -418,6 +418,17 @@ def runs_compare(*, user: AnyUser, run_ids: Sequence[str]) -> Compared:
 HISTORY_RUNS = 200
 
 
+def history_group(spec: Mapping[str, Any] | None) -> str:
+    """The trend line a run belongs to: its routing policy and affinity scope. Legacy and
+    spawn-pin runs (or conversation and lineage) are different experiments; one line through
+    both would draw their difference as a trend. Without affinity the scope binds nothing."""
+    spec = spec or {}
+    policy = spec.get("policy") or "?"
+    if spec.get("affinity") in (None, "none"):
+        return f"{policy} · no affinity"
+    return f"{policy} · {spec.get('scope') or '?'}"
+
+
 def scenario_history(*, scenario: Any) -> dict[str, Any]:
     runs = list(
         Run.objects.filter(scenario=scenario, status=Status.SUCCEEDED)
@@ -434,8 +445,8 @@ def scenario_history(*, scenario: Any) -> dict[str, Any]:
         {
             "id": str(r.uuid),
             "created_at": r.created_at.isoformat(),
-            "label": f"{r.created_at:%m-%d %H:%M} · {r.spec.get('policy', '')}"
-            f"/{r.spec.get('scope', '')}",
+            "group": history_group(r.spec),
+            "label": f"{r.created_at:%Y-%m-%d %H:%M} · {history_group(r.spec)}",
             "baseline": r.is_baseline,
             "values": {k: summary_value(r.summary, k) for k in TREND_KEYS},
         }

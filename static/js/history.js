@@ -1,31 +1,58 @@
-// The scenario history: one small chart per key figure across the scenario's runs (in launch
-// order, oldest left), with the baseline's value as a dashed line and its run marked green.
+// The scenario history: one small chart per key figure across the scenario's runs, dates on
+// the x axis, one line per routing policy and affinity scope (legacy and spawn-pin runs are
+// different experiments, not a trend), the baseline's value as a dashed line and its run
+// ringed green.
 const data = JSON.parse(document.getElementById("history-data").textContent);
 const box = document.getElementById("trend");
 const base = data.points.find((p) => p.id === data.baseline);
-const x = data.points.map((_, i) => i + 1);
-const labels = data.points.map((p) => p.label);
+const COLOURS = ["#2458d6", "#e8710a", "#7b3fc4", "#0f9d8a", "#c5221f", "#8a6d00", "#d01884", "#5f6368"];
+const groups = [...new Set(data.points.map((p) => p.group))];
+const colour = (g) => COLOURS[groups.indexOf(g) % COLOURS.length];
+const dates = data.points.map((p) => p.created_at);
 const plots = [];
-for (const m of data.metrics) {
+for (const [i, m] of data.metrics.entries()) {
   const el = document.createElement("div");
   el.className = "chart";
   box.appendChild(el);
-  const y = data.points.map((p) => p.values[m.key]);
-  const traces = [{
-    x, y, mode: "lines+markers", name: m.label, line: { color: "#2458d6" }, customdata: labels,
-    hovertemplate: `run %{x}: %{customdata}<br>%{y}<extra>${m.label}</extra>`,
-    marker: { size: data.points.map((p) => (p.baseline ? 11 : 7)), color: data.points.map((p) => (p.baseline ? "#1e8e3e" : "#2458d6")) },
-  }];
+  const traces = groups.map((g) => {
+    const pts = data.points.filter((p) => p.group === g);
+    return {
+      x: pts.map((p) => p.created_at), y: pts.map((p) => p.values[m.key]), name: g,
+      legendgroup: g, showlegend: i === 0, mode: "lines+markers", customdata: pts.map((p) => p.label),
+      line: { color: colour(g) }, hovertemplate: `%{customdata}<br>%{y}<extra>${m.label}</extra>`,
+      marker: {
+        color: colour(g), size: pts.map((p) => (p.baseline ? 12 : 7)),
+        line: { color: "#1e8e3e", width: pts.map((p) => (p.baseline ? 3 : 0)) },
+      },
+    };
+  });
   if (base && base.values[m.key] !== null) {
-    traces.push({ x: [1, x.length], y: [base.values[m.key], base.values[m.key]], mode: "lines",
-      name: "baseline", line: { color: "#1e8e3e", dash: "dash" }, hoverinfo: "skip" });
+    traces.push({ x: [dates[0], dates[dates.length - 1]], y: [base.values[m.key], base.values[m.key]],
+      mode: "lines", name: "baseline", legendgroup: "baseline", showlegend: i === 0,
+      line: { color: "#1e8e3e", dash: "dash" }, hoverinfo: "skip" });
   }
   plots.push([el, traces, {
     title: { text: `${m.label}${m.unit ? ` (${m.unit})` : ""} — ${m.better} is better`, font: { size: 13 }, x: 0 },
-    height: 240, margin: { l: 52, r: 10, t: 34, b: 36 }, showlegend: false, autosize: true,
-    xaxis: { title: { text: "run (oldest first)" }, dtick: Math.max(1, Math.ceil(x.length / 10)), zeroline: false },
-    yaxis: { rangemode: "tozero" }, paper_bgcolor: "rgba(0,0,0,0)",
+    height: 240, margin: { l: 52, r: 10, t: 34, b: 40 }, showlegend: false, autosize: true,
+    xaxis: { type: "date", tickformat: "%b %d\n%H:%M", nticks: 6, zeroline: false },
+    yaxis: { rangemode: "tozero" }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
   }]);
+}
+// One legend for every chart, above them: the groups and the baseline.
+const legend = document.getElementById("trend-legend");
+if (legend) {
+  for (const g of groups) {
+    const item = document.createElement("span");
+    item.innerHTML = `<i class="swatch"></i>`;
+    item.firstChild.style.background = colour(g);
+    item.append(`${g} (${data.points.filter((p) => p.group === g).length})`);
+    legend.appendChild(item);
+  }
+  if (base) {
+    const item = document.createElement("span");
+    item.innerHTML = '<i class="swatch dashed"></i>baseline';
+    legend.appendChild(item);
+  }
 }
 // Plot once the grid has laid the boxes out, so each chart takes its column's width.
 requestAnimationFrame(() => {

@@ -140,3 +140,30 @@ def test_a_format_chosen_at_upload_is_the_one_the_worker_loads(world: World) -> 
     assert {k: loaded[k] for k in ("trees", "sessions", "requests", "spawn_children")} == {
         k: trace.stats[k] for k in ("trees", "sessions", "requests", "spawn_children")
     }
+
+
+# -- 3. scenario history -------------------------------------------------------------------------
+
+
+def test_the_history_draws_one_line_per_policy_and_scope_over_dates(world: World) -> None:
+    import json
+
+    from aiperf_web.reports.selectors import history_group
+
+    legacy = _finished(world, spec={"policy": "legacy", "affinity": "dynamo-headers",
+                                    "scope": "lineage"}, worker_switches=3)  # fmt: skip
+    pinned = _finished(world, spec={"policy": "spawn-pin", "affinity": "dynamo-headers",
+                                    "scope": "lineage"}, worker_switches=0)  # fmt: skip
+    plain = _finished(world, spec={"policy": "spawn-pin", "affinity": "none",
+                                   "scope": "conversation"})  # fmt: skip
+    assert history_group(legacy.spec) == "legacy · lineage"
+    assert history_group(plain.spec) == "spawn-pin · no affinity"
+    html = world.client("viewer").get(f"/reports/scenarios/{world.scenario.uuid}/history/")
+    text = html.content.decode()
+    data = json.loads(text.split('id="history-data" type="application/json">')[1].split("<")[0])
+    by_id = {p["id"]: p for p in data["points"]}
+    assert by_id[str(legacy.uuid)]["group"] == "legacy · lineage"
+    assert by_id[str(pinned.uuid)]["group"] == "spawn-pin · lineage"
+    # x is the run's date, not its position in the list.
+    assert by_id[str(pinned.uuid)]["created_at"] == pinned.created_at.isoformat()
+    assert 'id="trend-legend"' in text and "one line per policy and scope" in text
