@@ -623,6 +623,10 @@ def _execute_claimed(*, run_uuid: str) -> str:
                 spec = endpoint_attach_secrets(spec=spec, endpoint=run_obj.endpoint)
         # Everything allocated so far (Django, the app, the spec) lives as long as the process:
         # moved out of the collector's sight, the engine's frequent collections do not walk it.
+        # A full collection first: until one runs, the last run's workload and engine are
+        # cyclic garbage, and frozen they were never freed (a pool process grew by the size of
+        # each run's workload, ~75 MB for a default live run; issue 13 item 10).
+        gc.collect()
         gc.freeze()
         watcher = _Watcher(run_pk=run_obj.pk, stop=stop, limit_s=run_time_limit_s(spec) - 60)
         watcher.start()
