@@ -7,15 +7,18 @@ viewer every ACCESS_CHECK_S (session still there, still in the run's team) and c
 1008 (policy violation) after a logout, a revoked membership or a deactivated user.
 
 Messages to the browser (docs/product.md §5), all JSON with `type` and `run_id`:
-  history  {samples: [...slim], latest, last_seq, status, reason, log}   once, on connect
+  history  {samples: [...slim], latest, last_seq, log, leak, ...state}   once, on connect
   snapshot {seq, t_s, data, leak}                                         each stored snapshot
-  status   {status, reason}                                               when it changes
+  status   {...state}                                                     when the row changes
   log      {lines: [...]}                                                 new log lines
   error    {message}                                                      a bad client message
+where state is runs.live.RunState: status, reason, started_at, finished_at, cancel_requested.
+Snapshots, status and log lines are all pushed by their writers (runs/live.py); a consumer
+reads the run's row only on connect and, in case a push was lost, every STATUS_RECHECK_S.
 Resume without gap or duplicate: the consumer joins the run's group *before* it reads the
-history, so a sample stored after that read reaches it through the group; it forwards only
-`seq > last_seq` and fills any hole in the seq numbers from the database. Reconnecting pages
-pass `?after=<last seq they hold>`.
+history, so a sample or line stored after that read reaches it through the group; it forwards
+only `seq > last_seq` (log: `id > last_log_id`) and fills any hole in the seq numbers from the
+database. Reconnecting pages pass `?after=<last seq they hold>`.
 """
 
 from __future__ import annotations
@@ -35,14 +38,14 @@ from aiperf_web.live import selectors as live_sel
 from aiperf_web.ops.viewers import viewer_join
 from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_brief, leak_point
 from aiperf_web.runs import selectors as run_sel
-from aiperf_web.runs.live import run_group
+from aiperf_web.runs.live import LogLine, RunState, run_group
 from aiperf_web.runs.models import FINAL, Run
 
 log = logging.getLogger(__name__)
 
-# How often a viewer's consumer looks at the run's row (status) and log; the snapshots
-# themselves are pushed by the producer.
-STATUS_POLL_S = 1.0
+# Status, log lines and snapshots are pushed; a consumer looks at the row itself only this
+# often, in case a push was lost (the channel layer drops messages to a full channel).
+STATUS_RECHECK_S = 15.0
 LIST_POLL_S = 1.5
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
@@ -106,8 +109,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         after = _query_int(self.scope, "after", -1)
         self.lock = asyncio.Lock()
         self.run_id = str(self.run_obj.uuid)
-        self.status = self.run_obj.status
-        self.reason = self.run_obj.reason
+        self.state: RunState | None = None
         self.last_log_id = 0
         self.access = AccessCheck(self.scope, self.run_obj)
         # Join first, read second: see the module docstring.
@@ -132,16 +134,21 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    def _history(self, after: int) -> tuple[live_sel.History, list[LeakPoint], list[Any]]:
+    def _history(
+        self, after: int
+    ) -> tuple[live_sel.History, list[LeakPoint], list[LogLine], RunState | None]:
         history = live_sel.run_history(run_obj=self.run_obj, after_seq=after)
         points = live_sel.run_leak_points(run_obj=self.run_obj)
         lines = live_sel.run_log_after(run_obj=self.run_obj, after_id=0)
-        return history, points, lines
+        return history, points, lines, live_sel.run_live_state(run_obj=self.run_obj)
 
     async def _send_history(self, after: int) -> None:
         async with self.lock:
-            history, self.leak_points, lines = await database_sync_to_async(self._history)(after)
+            history, self.leak_points, lines, state = await database_sync_to_async(self._history)(
+                after
+            )
             self.last_seq = history["last_seq"]
+            self.state = state or self._deleted()
             if lines:
                 self.last_log_id = lines[-1]["id"]
             await self.send_json(
@@ -149,12 +156,20 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                     "type": "history",
                     "run_id": self.run_id,
                     **history,
-                    "status": self.status,
-                    "reason": self.reason,
+                    **self.state,
                     "leak": leak_brief(leak_assess(self.leak_points)),
                     "log": lines[-50:],
                 }
             )
+
+    def _deleted(self) -> RunState:
+        return {
+            "status": "deleted",
+            "reason": "the run was deleted",
+            "started_at": None,
+            "finished_at": None,
+            "cancel_requested": False,
+        }
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
@@ -208,44 +223,70 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             }
         )
 
-    # -- status and log ----------------------------------------------------------------------
+    # -- status and log (group messages run.status and run.log) ------------------------------
 
-    def _read_status(self) -> tuple[str, str, list[dict[str, Any]]]:
-        row = Run.objects.filter(pk=self.run_obj.pk).values("status", "reason").first()
-        if row is None:
-            return "deleted", "the run was deleted", []
-        lines = live_sel.run_log_after(run_obj=self.run_obj, after_id=self.last_log_id)
-        return row["status"], row["reason"], lines
+    async def run_status(self, event: dict[str, Any]) -> None:
+        if self.revoked:
+            return
+        await self._status(
+            {
+                "status": event["status"],
+                "reason": event["reason"],
+                "started_at": event["started_at"],
+                "finished_at": event["finished_at"],
+                "cancel_requested": event["cancel_requested"],
+            }
+        )
+
+    async def run_log(self, event: dict[str, Any]) -> None:
+        if not self.revoked:
+            await self._log(event["lines"])
+
+    async def _log(self, lines: list[LogLine]) -> None:
+        fresh = [line for line in lines if line["id"] > self.last_log_id]
+        if fresh:
+            self.last_log_id = fresh[-1]["id"]
+            await self.send_json({"type": "log", "run_id": self.run_id, "lines": fresh})
+
+    async def _status(self, state: RunState) -> None:
+        async with self.lock:
+            if state == self.state:
+                return
+            if state["status"] in FINAL:
+                # The worker stores (and publishes) its last sample before it writes the final
+                # status: send whatever the feed has not delivered yet, then the status.
+                missing = await database_sync_to_async(live_sel.run_samples_between)(
+                    run_obj=self.run_obj, after_seq=self.last_seq, before_seq=2**31 - 1
+                )
+                for sample in missing:
+                    await self._forward(sample["seq"], sample["t_s"], sample["data"])
+            self.state = state
+            await self.send_json({"type": "status", "run_id": self.run_id, **state})
+
+    def _recheck(self) -> tuple[RunState, list[LogLine]]:
+        state = live_sel.run_live_state(run_obj=self.run_obj) or self._deleted()
+        return state, live_sel.run_log_after(run_obj=self.run_obj, after_id=self.last_log_id)
 
     async def _poll(self) -> None:
+        """The viewer's right to watch, every ACCESS_CHECK_S; the row and log, in case a push
+        was lost, every STATUS_RECHECK_S."""
+        next_recheck = time.monotonic() + STATUS_RECHECK_S
         while True:
-            await asyncio.sleep(STATUS_POLL_S)
+            await asyncio.sleep(ACCESS_CHECK_S)
             if await self.access.revoked():
                 self.revoked = True
                 await self.close(code=CLOSE_POLICY_VIOLATION)
                 return
-            try:
-                status, reason, lines = await database_sync_to_async(self._read_status)()
-            except Exception:
-                log.warning("run %s: status poll failed", self.run_id, exc_info=True)
+            if time.monotonic() < next_recheck:
                 continue
-            if lines:
-                self.last_log_id = lines[-1]["id"]
-                await self.send_json({"type": "log", "run_id": self.run_id, "lines": lines})
-            if status != self.status or reason != self.reason:
-                if status in FINAL:
-                    # The worker stores its last sample before it writes the final status:
-                    # send whatever the feed has not delivered yet, then the status.
-                    async with self.lock:
-                        missing = await database_sync_to_async(live_sel.run_samples_between)(
-                            run_obj=self.run_obj, after_seq=self.last_seq, before_seq=2**31 - 1
-                        )
-                        for sample in missing:
-                            await self._forward(sample["seq"], sample["t_s"], sample["data"])
-                self.status, self.reason = status, reason
-                await self.send_json(
-                    {"type": "status", "run_id": self.run_id, "status": status, "reason": reason}
-                )
+            next_recheck = time.monotonic() + STATUS_RECHECK_S
+            try:
+                state, lines = await database_sync_to_async(self._recheck)()
+            except Exception:
+                log.warning("run %s: status re-check failed", self.run_id, exc_info=True)
+                continue
+            await self._log(lines)
+            await self._status(state)
 
 
 class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]

@@ -2,10 +2,10 @@
 snapshots as a compact history, resumable by `seq`.
 
 The history a page (or a reconnecting socket) receives is made of *slim* samples: a snapshot
-without the parts only the latest one needs (migration pairs, inference workers, engine state,
-per-worker in-flight and sticky counts) and with only the latency points the previous sample
-did not carry; the server-metrics view rides only on the sample that first holds a scrape.
-Placement (six counts) stays in every slim sample: its shares are charted over time.
+cut down to the fields the time-series charts read, as the chart list declares them
+(live/charts.py SLIM_FIELDS: a chart added there is filled after a reload too), with only the
+latency points the previous sample did not carry; the server-metrics view rides only on the
+sample that first holds a scrape.
 The latest snapshot travels whole. A long run is thinned to at most `max_points` samples
 (every n-th, the last always kept), so an hour at one snapshot a second opens in one message;
 a short gap after a reconnect is always sent sample by sample.
@@ -25,16 +25,13 @@ from django.db.models import F, Q
 from django.db.models.functions import Mod
 from django.utils.module_loading import import_string
 
+from aiperf_web.live.charts import SLIM_FIELDS, SlimTree
 from aiperf_web.reports.leaks import LeakPoint, leak_point
+from aiperf_web.runs.live import LogLine, RunState, log_line, run_state
 from aiperf_web.runs.models import Run, RunLog, RunSample
 from aiperf_web.teams.models import Membership
 
 MAX_HISTORY_POINTS = 720
-# Per-worker arrays the time-series charts need (the leak monitor's books).
-_SLIM_WORKER_KEYS = ("session_copies", "orphaned_copies", "cached_bytes")
-_LATEST_ONLY = ("migrations", "inference_workers", "state")
-# Per-worker server figures the charts draw over time (KV use and queue depth).
-_SLIM_SERVER_WORKER_KEYS = ("ids", "kv_usage", "queue_depth")
 
 
 class SampleMessage(TypedDict):
@@ -50,29 +47,30 @@ class History(TypedDict):
     stride: int  # 1 when nothing was thinned
 
 
+def _pick(value: Any, tree: SlimTree | None) -> Any:
+    if tree is None or not isinstance(value, Mapping):
+        return value
+    return {k: _pick(value[k], sub) for k, sub in tree.items() if k in value}
+
+
 def sample_slim(
     data: Mapping[str, Any], *, after_t_s: float | None, after_scrape_t_s: float | None = None
 ) -> dict[str, Any]:
     """A snapshot cut down to what the time-series charts read."""
-    slim = {k: v for k, v in data.items() if k not in _LATEST_ONLY}
+    slim: dict[str, Any] = _pick(data, SLIM_FIELDS)
     server = data.get("server_metrics")
-    if isinstance(server, Mapping):
-        # A scrape every few seconds, a snapshot every second: its points only once.
-        if server.get("t_s") is not None and server.get("t_s") == after_scrape_t_s:
-            del slim["server_metrics"]
-        elif isinstance(server.get("workers"), Mapping):
-            workers = server["workers"]
-            slim["server_metrics"] = {
-                **server,
-                "workers": {k: workers.get(k, []) for k in _SLIM_SERVER_WORKER_KEYS},
-            }
-    workers = data.get("client_workers")
-    if isinstance(workers, Mapping):
-        slim["client_workers"] = {k: workers.get(k, []) for k in _SLIM_WORKER_KEYS}
-    recent = data.get("recent") or []
-    if after_t_s is not None:
-        recent = [p for p in recent if p.get("t_s", 0) > after_t_s]
-    slim["recent"] = recent
+    # A scrape every few seconds, a snapshot every second: its points only once.
+    if (
+        isinstance(server, Mapping)
+        and server.get("t_s") is not None
+        and server.get("t_s") == after_scrape_t_s
+    ):
+        slim.pop("server_metrics", None)
+    if "recent" in slim or "recent" in SLIM_FIELDS:
+        recent = data.get("recent") or []
+        if after_t_s is not None:
+            recent = [p for p in recent if p.get("t_s", 0) > after_t_s]
+        slim["recent"] = recent
     return slim
 
 
@@ -142,11 +140,23 @@ def run_leak_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> li
     return points
 
 
-def run_log_after(*, run_obj: Run, after_id: int, limit: int = 200) -> list[dict[str, Any]]:
+def run_log_after(*, run_obj: Run, after_id: int, limit: int = 200) -> list[LogLine]:
     rows = RunLog.objects.filter(run=run_obj, id__gt=after_id).order_by("id")[:limit]
-    return [
-        {"id": r.id, "at": r.at.isoformat(), "level": r.level, "message": r.message} for r in rows
-    ]
+    return [log_line(r) for r in rows]
+
+
+def run_live_state(*, run_obj: Run) -> RunState | None:
+    """The run's row as the live header shows it; None once the run is deleted."""
+    row = Run.objects.filter(pk=run_obj.pk).first()
+    if row is None:
+        return None
+    return run_state(
+        status=row.status,
+        reason=row.reason,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        cancel_requested_at=row.cancel_requested_at,
+    )
 
 
 def viewer_still_allowed(*, session_key: str | None, user_pk: int, run_obj: Run | None) -> bool:

@@ -21,6 +21,7 @@ from aiperf_web.core.forms import add_service_errors
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
+from aiperf_web.live.bundle import export_script
 from aiperf_web.reports import selectors, services
 from aiperf_web.reports.forms import ABForm
 from aiperf_web.reports.leaks import leak_brief
@@ -34,7 +35,6 @@ from aiperf_web.teams.models import Role
 from aiperf_web.teams.selectors import team_ids_for, teams_with_role
 from runner import SUMMARY_KEYS
 
-STATIC_JS = Path(settings.BASE_DIR) / "static" / "js"
 STATIC_CSS = Path(settings.BASE_DIR) / "static" / "css"
 
 
@@ -99,18 +99,6 @@ def _plotly_js() -> str:
     return _asset(str(Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"))
 
 
-def _module_source(*names: str) -> str:
-    """Our ES modules concatenated into one inline module (their imports dropped: the
-    functions they import are in the same module then)."""
-    parts = []
-    for name in names:
-        text = _asset(str(STATIC_JS / name))
-        parts.append(
-            "\n".join(line for line in text.splitlines() if not line.startswith("import "))
-        )
-    return "\n".join(parts)
-
-
 def _script_safe(text: str) -> str:
     # Inline <script> content must not close the element early.
     return text.replace("</script", "<\\/script").replace("<!--", "<\\!--")
@@ -139,7 +127,7 @@ def run_export_html(request: HttpRequest, run_id: str) -> HttpResponse:
                 ]
             ),
             "plotly_js": mark_safe(_script_safe(_plotly_js())),
-            "charts_js": mark_safe(_script_safe(_module_source("charts.js"))),
+            "charts_js": mark_safe(_script_safe(export_script())),
             "css": mark_safe(
                 _asset(str(STATIC_CSS / "app.css")) + _asset(str(STATIC_CSS / "live.css"))
             ),

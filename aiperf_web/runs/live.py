@@ -1,30 +1,97 @@
-"""The producer side of the live channel: each stored snapshot goes to the run's group on the
-channel layer as `{"type": "run.snapshot", "run_id", "seq", "t_s", "data"}` (docs/product.md §5).
-The live dashboard's consumers subscribe to `run_group(run_id)`; a late joiner reads the
-stored samples first (same seq numbers), so a lost message costs only freshness."""
+"""The producer side of the live channel: what a run's viewers hear, sent to the run's group on
+the channel layer as it happens (docs/product.md §5):
+
+  run.snapshot {run_id, seq, t_s, data}                        each stored snapshot (throttled)
+  run.status   {run_id, status, reason, started_at, finished_at, cancel_requested}
+                                                               each change of the run's row
+  run.log      {run_id, lines: [{id, at, level, message}]}     each stored log line
+
+The consumers (aiperf_web/live/consumers.py) subscribe to `run_group(run_id)` and forward; they
+never poll the row for these. Every message is sent after the row or sample it describes is
+stored, and a late joiner reads the stored state first (same seq numbers, same log ids), so a
+lost message costs only freshness. Publishing is best effort: it never fails the write."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from datetime import datetime
+from typing import Any, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from aiperf_web.runs.models import RunLog
+
 log = logging.getLogger(__name__)
+
+
+class LogLine(TypedDict):
+    id: int
+    at: str  # ISO 8601, aware
+    level: str
+    message: str
+
+
+class RunState(TypedDict):
+    """The run's row as the live page's header shows it."""
+
+    status: str
+    reason: str
+    started_at: str | None  # ISO 8601, aware
+    finished_at: str | None
+    cancel_requested: bool
 
 
 def run_group(run_uuid: str) -> str:
     return f"run-{run_uuid}"
 
 
-def publish_snapshot(*, run_uuid: str, seq: int, t_s: float, data: dict[str, Any]) -> None:
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def log_line(row: RunLog) -> LogLine:
+    return {"id": row.id, "at": row.at.isoformat(), "level": row.level, "message": row.message}
+
+
+def run_state(
+    *,
+    status: str,
+    reason: str,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    cancel_requested_at: datetime | None,
+) -> RunState:
+    return {
+        "status": status,
+        "reason": reason,
+        "started_at": _iso(started_at),
+        "finished_at": _iso(finished_at),
+        "cancel_requested": cancel_requested_at is not None,
+    }
+
+
+def _send(run_uuid: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": "run.snapshot", "run_id": run_uuid, "seq": seq, "t_s": t_s, "data": data}
     try:
         async_to_sync(layer.group_send)(run_group(run_uuid), message)
     except Exception:
-        # Publishing is best effort: the samples are stored, a viewer catches up from them.
-        log.warning("run %s: live publish failed", run_uuid, exc_info=True)
+        # The row or sample is stored: a viewer catches up from it on its next look.
+        log.warning("run %s: live publish (%s) failed", run_uuid, message["type"], exc_info=True)
+
+
+def publish_snapshot(*, run_uuid: str, seq: int, t_s: float, data: dict[str, Any]) -> None:
+    _send(
+        run_uuid, {"type": "run.snapshot", "run_id": run_uuid, "seq": seq, "t_s": t_s, "data": data}
+    )
+
+
+def publish_status(*, run_uuid: str, state: RunState) -> None:
+    _send(run_uuid, {"type": "run.status", "run_id": run_uuid, **state})
+
+
+def publish_log(*, run_uuid: str, lines: list[LogLine]) -> None:
+    if lines:
+        _send(run_uuid, {"type": "run.log", "run_id": run_uuid, "lines": lines})

@@ -38,6 +38,7 @@ from aiperf_web.core.tags import tags_normalize
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.endpoints.services import endpoint_attach_secrets, endpoint_target
+from aiperf_web.runs.live import log_line, publish_log, publish_status, run_state
 from aiperf_web.runs.models import (
     ACTIVE,
     FINAL,
@@ -314,7 +315,29 @@ def run_cancel(*, actor: AnyUser, run_obj: Run) -> Run:
         pk=run_obj.pk, status=Status.RUNNING, cancel_requested_at__isnull=True
     ).update(cancel_requested_at=now)
     run_obj.refresh_from_db()
+    _announce(run_obj)
     return run_obj
+
+
+def _announce(run_obj: Run) -> None:
+    """Tell the run's live viewers its row as it is now (status, reason, times): after every
+    write that changes them, so no viewer polls the row (aiperf_web/runs/live.py)."""
+    publish_status(
+        run_uuid=str(run_obj.uuid),
+        state=run_state(
+            status=run_obj.status,
+            reason=run_obj.reason,
+            started_at=run_obj.started_at,
+            finished_at=run_obj.finished_at,
+            cancel_requested_at=run_obj.cancel_requested_at,
+        ),
+    )
+
+
+def _announce_pk(pk: int) -> None:
+    row = Run.objects.filter(pk=pk).first()
+    if row is not None:
+        _announce(row)
 
 
 # -- the worker's side -----------------------------------------------------------------------
@@ -327,6 +350,8 @@ def run_claim(*, run_uuid: str, worker: str) -> bool:
     claimed = Run.objects.filter(uuid=run_uuid, status=Status.QUEUED).update(
         status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:200]
     )
+    if claimed == 1:
+        _announce(Run.objects.get(uuid=run_uuid))
     return claimed == 1
 
 
@@ -361,12 +386,15 @@ def run_claim_next(*, worker: str) -> Run | None:
                 status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:200]
             )
         if claimed == 1:
-            return Run.objects.get(pk=pk)
+            started = Run.objects.get(pk=pk)
+            _announce(started)
+            return started
     return None
 
 
 def run_log(*, run_obj: Run, level: str, message: str) -> None:
-    RunLog.objects.create(run=run_obj, level=level, message=message[:2000])
+    line = RunLog.objects.create(run=run_obj, level=level, message=message[:2000])
+    publish_log(run_uuid=str(run_obj.uuid), lines=[log_line(line)])
 
 
 def _finish(
@@ -394,7 +422,8 @@ def _finish(
         values["samples_count"] = sink.samples_written
     for delay_s in (*_FINISH_BACKOFF_S, None):
         try:
-            Run.objects.filter(pk=run_obj.pk, status=Status.RUNNING).update(**values)
+            if Run.objects.filter(pk=run_obj.pk, status=Status.RUNNING).update(**values):
+                _announce_pk(run_obj.pk)
             return
         except DatabaseError:
             if delay_s is None:
@@ -763,6 +792,7 @@ def runs_reap_stale(*, older_than_s: float | None = None) -> int:
             samples_count=RunSample.objects.filter(run_id=pk).count(),
             records_count=RunRecord.objects.filter(run_id=pk).count(),
         )
+        _announce_pk(pk)
     if reaped:
         _ticket_if_waiting()  # their teams' running slots are free again
     return reaped

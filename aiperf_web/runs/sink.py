@@ -30,7 +30,7 @@ from typing import Any, Literal
 from django.conf import settings
 from django.db import connection
 
-from aiperf_web.runs.live import publish_snapshot
+from aiperf_web.runs.live import log_line, publish_log, publish_snapshot
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample
 from runner import RecordDict, Snapshot
 
@@ -143,9 +143,10 @@ class RunSink:
                         unsaved = payload
                     else:
                         level, message = payload
-                        RunLog.objects.create(
+                        line = RunLog.objects.create(
                             run_id=self.run_pk, level=level, message=message[:2000]
                         )
+                        publish_log(run_uuid=self.run_uuid, lines=[log_line(line)])
                 now = time.monotonic()
                 if pending and (
                     len(pending) >= self.batch_size or now - last_flush >= _RECORD_FLUSH_S

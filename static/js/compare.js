@@ -1,18 +1,13 @@
 // The comparison: each run's stored series overlaid (one colour per run). While a run of the
 // set is still going, the runs-list socket tells when one ends and the page reloads.
-import { workerColor } from "./charts.js";
+// The charts (id, title, axis) are the compare entries of the declared list
+// (aiperf_web/live/charts.py); plot config and layout are the run page's (charts/plot.js).
+import { workerColor } from "./charts/format.js";
+import { layout, plotConfig } from "./charts/plot.js";
+import { chartSpecs } from "./charts/view.js";
 import { connectRunsList, showState } from "./live.js";
 
 const data = JSON.parse(document.getElementById("compare-data").textContent);
-const CONFIG = { displaylogo: false, responsive: true };
-
-function lay(title, y) {
-  return {
-    title: { text: title, font: { size: 14 }, x: 0 }, height: 270, margin: { l: 56, r: 12, t: 36, b: 30 },
-    xaxis: { ticksuffix: " s", automargin: true }, yaxis: { title: { text: y }, rangemode: "tozero" },
-    legend: { orientation: "h", y: -0.12, yanchor: "top" }, hovermode: "x unified", paper_bgcolor: "rgba(0,0,0,0)",
-  };
-}
 
 // Per run: interval points (deduped by t_s) and per-sample cumulative figures.
 function extract(samples) {
@@ -43,17 +38,21 @@ const series = data.series.map((s) => extract(s.samples));
 const line = (i, x, y, extra = {}) => ({
   name: data.runs[i].label, x, y, mode: "lines", line: { color: workerColor(i), width: 2 }, ...extra,
 });
-const draw = (id, title, yTitle, pick) => {
-  const el = document.getElementById(id);
-  if (!el) return;
-  window.Plotly.newPlot(el, series.map((s, i) => pick(s, i)), lay(title, yTitle), CONFIG);
+// What each declared comparison chart draws of a run's series.
+const PICK = {
+  "cmp-ttft": (s, i) => line(i, s.pt, s.ttft),
+  "cmp-latency": (s, i) => line(i, s.pt, s.latency),
+  "cmp-throughput": (s, i) => line(i, s.pt, s.rps),
+  "cmp-orphans": (s, i) => line(i, s.t, s.orphans),
+  "cmp-switches": (s, i) => line(i, s.t, s.switches),
+  "cmp-hit": (s, i) => line(i, s.t, s.hit),
 };
-draw("cmp-ttft", "TTFT p99, per interval", "ms", (s, i) => line(i, s.pt, s.ttft));
-draw("cmp-latency", "Latency p99, per interval", "ms", (s, i) => line(i, s.pt, s.latency));
-draw("cmp-throughput", "Requests per second", "req/s", (s, i) => line(i, s.pt, s.rps));
-draw("cmp-orphans", "Orphaned session copies (the leak)", "copies", (s, i) => line(i, s.t, s.orphans));
-draw("cmp-switches", "Client-worker switches (cumulative)", "switches", (s, i) => line(i, s.t, s.switches));
-draw("cmp-hit", "Prefix-cache hit ratio (cumulative)", "ratio", (s, i) => line(i, s.t, s.hit));
+for (const spec of chartSpecs()) {
+  const el = document.getElementById(spec.id);
+  const pick = PICK[spec.id];
+  if (!el || !pick) continue;
+  window.Plotly.newPlot(el, series.map((s, i) => pick(s, i)), layout(spec.title, spec.y_title), plotConfig());
+}
 
 if (data.active) {
   const ids = new Set(data.runs.map((r) => r.id));

@@ -1,13 +1,16 @@
 // The run page: draws what the server rendered (history from the database), then, while the
-// run is queued or running, extends it with the live feed. When the run ends the page reloads
-// into the report (the final report always comes from the database).
-import { RunView, drawSlices, drawTrees } from "./charts.js";
+// run is queued or running, extends it with the live feed: snapshots for the charts, the run's
+// row (status, reason, started and finished times) and log lines as they change. When the run
+// ends the page reloads into the report (the final report always comes from the database).
+import { drawTrees, finishRunPage, viewOptions } from "./charts/report.js";
+import { fmtClock } from "./charts/format.js";
+import { RunView } from "./charts/view.js";
 import { connectRun, showState } from "./live.js";
 
 const FINAL = new Set(["succeeded", "failed", "cancelled"]);
 const page = JSON.parse(document.getElementById("run-data").textContent);
 const root = document.getElementById("run");
-const view = new RunView(root, { intervalS: page.interval_s, workerIds: page.inference_worker_ids });
+const view = new RunView(root, viewOptions(root, page, { live: !FINAL.has(page.status) }));
 
 // Instrumentation read by the browser tests and the live benchmark: when each seq was drawn
 // (wall clock, ms) and the main-thread time each draw took.
@@ -31,17 +34,39 @@ view.onDrawn = (seqs, ms, cost) => {
   }
 };
 
-view.loadHistory(page.history);
-view.draw(true);
-drawSlices(document.getElementById("chart-depth"), page.by_depth || {}, "Latency by tree depth", ["0", "1", "2", "3+"]);
-drawSlices(document.getElementById("chart-branch"), page.by_branch_mode || {}, "Latency by branch mode", ["root", "fork", "spawn"]);
+finishRunPage(root, page, view);
 
-function setStatus(status, reason) {
+const STATUS_TEXT = { queued: "Queued", running: "Running", succeeded: "Succeeded", failed: "Failed", cancelled: "Cancelled" };
+const timeOfDay = (iso) => (iso ? fmtClock(Date.parse(iso)) : "—");
+
+// The header and the status card from the run's row (a status message, or the history's).
+function setStatus(state) {
+  const status = state.status;
   const badge = document.getElementById("status-badge");
-  if (badge) { badge.textContent = status; badge.className = `status s-${status}`; }
+  const cancelling = state.cancel_requested && !FINAL.has(status);
+  if (badge) {
+    badge.textContent = cancelling ? "cancelling…" : status;
+    badge.className = `status s-${status}`;
+  }
+  const text = document.getElementById("status-text");
+  if (text) text.textContent = STATUS_TEXT[status] || status;
+  const note = document.getElementById("status-cancelling");
+  if (note) note.hidden = !cancelling;
+  const started = document.getElementById("started-at");
+  if (started && "started_at" in state) started.textContent = timeOfDay(state.started_at);
+  const finished = document.getElementById("finished-at");
+  if (finished && "finished_at" in state) finished.textContent = timeOfDay(state.finished_at);
+  if (state.started_at) root.dataset.startedAt = state.started_at;
+  if (state.started_at && view.startedMs === null) view.startedMs = Date.parse(state.started_at);
   const why = document.getElementById("status-reason");
   const box = document.getElementById("status-reason-box");
-  if (why && reason) { why.textContent = reason; if (box) box.hidden = false; }
+  if (why && state.reason) { why.textContent = state.reason; if (box) box.hidden = false; }
+  if (status !== "queued") {
+    // "Run queued." (the launch's notice) and "waiting for a worker" are over.
+    for (const m of document.querySelectorAll(".messages")) m.remove();
+    const waiting = document.getElementById("queued-note");
+    if (waiting) waiting.hidden = true;
+  }
   document.body.dataset.status = status;
 }
 
@@ -52,10 +77,7 @@ function appendLog(lines) {
   if (empty) empty.hidden = true;
   pre.hidden = false;
   const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-  for (const l of lines) {
-    const at = new Date(l.at).toISOString().slice(11, 19);
-    pre.append(`${at} ${l.level} ${l.message}\n`);
-  }
+  for (const l of lines) pre.append(`${timeOfDay(l.at)} ${l.level} ${l.message}\n`);
   while (pre.childNodes.length > 400) pre.removeChild(pre.firstChild);
   if (stick) pre.scrollTop = pre.scrollHeight;
 }
@@ -68,9 +90,32 @@ function ended() {
   setTimeout(() => window.location.reload(), 1200);
 }
 
+// Cancel without leaving the page: a POST by fetch (the form's own CSRF token), the badge says
+// "cancelling…" at once and "cancelled" when the worker has stopped (a status message). With
+// no JavaScript the form posts as before.
+const cancelForm = document.getElementById("cancel-form");
+if (cancelForm) {
+  cancelForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const button = document.getElementById("cancel");
+    if (button) button.disabled = true;
+    setStatus({ status: document.body.dataset.status || page.status, cancel_requested: true });
+    fetch(cancelForm.action, {
+      method: "POST", credentials: "same-origin", body: new FormData(cancelForm),
+      headers: { Accept: "application/json", "X-Requested-With": "fetch" }, redirect: "manual",
+    }).then((r) => {
+      if (r.type !== "opaqueredirect" && !r.ok) throw new Error(`HTTP ${r.status}`);
+    }).catch(() => { cancelForm.submit(); });
+  });
+}
+
 if (!FINAL.has(page.status)) {
   const stateEl = document.getElementById("live-state");
   let seenLog = page.last_log_id || 0;
+  const log = (lines) => {
+    appendLog((lines || []).filter((l) => l.id > seenLog));
+    if (lines && lines.length) seenLog = Math.max(seenLog, lines[lines.length - 1].id);
+  };
   probe.socket = connectRun(page.run_id, {
     getAfter: () => view.lastSeq,
     onState: (s) => showState(stateEl, s),
@@ -80,20 +125,17 @@ if (!FINAL.has(page.status)) {
         const t0 = performance.now();
         view.loadHistory(m);
         probe.ingestMs.push(performance.now() - t0);
-        if (m.status) setStatus(m.status, m.reason);
+        if (m.status) setStatus(m);
+        log(m.log);
         if (FINAL.has(m.status)) ended();  // it ended between the page and the socket
-        appendLog((m.log || []).filter((l) => l.id > seenLog));
-        if (m.log && m.log.length) seenLog = Math.max(seenLog, m.log[m.log.length - 1].id);
       } else if (m.type === "snapshot") {
         const t0 = performance.now();
         view.push(m);
         probe.ingestMs.push(performance.now() - t0);
-        if (document.body.dataset.status === "queued") setStatus("running", "");
       } else if (m.type === "log") {
-        appendLog(m.lines.filter((l) => l.id > seenLog));
-        if (m.lines.length) seenLog = Math.max(seenLog, m.lines[m.lines.length - 1].id);
+        log(m.lines);
       } else if (m.type === "status") {
-        setStatus(m.status, m.reason);
+        setStatus(m);
         if (FINAL.has(m.status)) ended();
       }
     },

@@ -6,6 +6,7 @@ runs-list feed, and a viewer who can watch but not cancel."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from django.test import Client
 from django.utils import timezone
 
 from aiperf_web.asgi import application
+from aiperf_web.live.consumers import STATUS_RECHECK_S
+from aiperf_web.runs import services as run_svc
 from aiperf_web.runs.live import publish_snapshot
 from aiperf_web.runs.models import Run, RunSample, Status
 from tests.web.conftest import World
@@ -222,19 +225,50 @@ def test_the_status_change_and_new_log_lines_are_pushed(
         connected, _ = await ws.connect()
         assert connected
         assert (await ws.receive_json_from(timeout=5))["type"] == "history"
-        await sync_to_async(run.log_lines.create)(level="warning", message="no cached tokens")
+        await sync_to_async(run_svc.run_log)(run_obj=run, level="warning", message="no cached")
         await sync_to_async(_store)(run, 0, publish=False)
+        # The worker stopped beating: the reaper fails the run, and says so on the channel.
         await sync_to_async(Run.objects.filter(pk=run.pk).update)(
-            status=Status.CANCELLED, reason="cancelled"
+            heartbeat_at=timezone.now() - timedelta(hours=1)
         )
+        await sync_to_async(run_svc.runs_reap_stale)(older_than_s=60)
         seen: dict[str, Any] = {}
         while "status" not in seen:
-            msg = await ws.receive_json_from(timeout=5)
+            # Well under the consumer's own re-check of the row: these arrive pushed.
+            msg = await ws.receive_json_from(timeout=STATUS_RECHECK_S / 3)
             seen[msg["type"]] = msg
-        assert seen["log"]["lines"][0]["message"] == "no cached tokens"
+        assert seen["log"]["lines"][0]["message"] == "no cached"
         # The sample stored before the final status arrives before it.
         assert seen["snapshot"]["seq"] == 0
-        assert seen["status"]["status"] == "cancelled"
+        status = seen["status"]
+        assert status["status"] == "failed" and "stopped responding" in status["reason"]
+        assert status["finished_at"] is not None
+        await ws.disconnect()
+
+    run_async(body)
+
+
+def test_a_queued_runs_page_hears_it_start_and_be_cancelled(
+    transactional_db: Any, mock_url: str
+) -> None:
+    world = World(mock_url)
+    cookies = _cookies(world)
+    run = _running(world)
+    Run.objects.filter(pk=run.pk).update(status=Status.QUEUED)
+
+    async def body() -> None:
+        ws = _connect(f"/ws/runs/{run.uuid}/", cookies["teammate"])
+        connected, _ = await ws.connect()
+        assert connected
+        history = await ws.receive_json_from(timeout=5)
+        assert (history["status"], history["started_at"]) == ("queued", None)
+        assert await sync_to_async(run_svc.run_claim)(run_uuid=str(run.uuid), worker="w1")
+        started = await ws.receive_json_from(timeout=STATUS_RECHECK_S / 3)
+        assert (started["type"], started["status"]) == ("status", "running")
+        assert started["started_at"] is not None and not started["cancel_requested"]
+        await sync_to_async(run_svc.run_cancel)(actor=world.owner, run_obj=run)
+        asked = await ws.receive_json_from(timeout=STATUS_RECHECK_S / 3)
+        assert (asked["status"], asked["cancel_requested"]) == ("running", True)
         await ws.disconnect()
 
     run_async(body)

@@ -1,0 +1,433 @@
+// A RunView owns every chart of one run page (live page, report, offline export). It is fed
+// samples ({seq, t_s, data}: slim ones from the history, whole ones from the socket), hands each
+// to the charts the page declares (json_script "chart-specs", from aiperf_web/live/charts.py;
+// their code in catalog.js), and draws in place: time series grow with Plotly.extendTraces, the
+// "latest" charts are replaced with Plotly.react, at most FRAME_BUDGET_MS of plotly work per
+// animation frame however many samples arrived. Charts scrolled out of view keep their pending
+// points and draw when they come back. The time-series charts share one x range, zoom together
+// and show one crosshair (plot.js TimeLink).
+import { CATALOG } from "./catalog.js";
+import { fmt, fmtBytes, fmtClock, fmtDuration, percent, workerColor } from "./format.js";
+import { TimeLink } from "./plot.js";
+
+const FRAME_BUDGET_MS = 12;
+
+export function chartSpecs(doc = document) {
+  const el = doc.getElementById("chart-specs");
+  return el ? JSON.parse(el.textContent) : [];
+}
+
+export class RunView {
+  // root: the page element; opts: {intervalS, workerIds (index -> the server's worker id),
+  // charts (the declared list), startedAt (ISO), virtual (simulated run), live}
+  constructor(root, opts = {}) {
+    this.root = root;
+    this.$ = (sel) => root.querySelector(sel);
+    this.lastSeq = -1;
+    this.lastPointT = -Infinity;
+    this.prevPointT = null;
+    this.prevSampleT = null;
+    this.intervalS = opts.intervalS || 1.0;
+    this.workerIds = opts.workerIds || {};
+    this.live = !!opts.live;
+    this.virtual = !!opts.virtual;
+    this.startedMs = opts.startedAt ? Date.parse(opts.startedAt) : null;
+    this.clockPoints = []; // [t_s, wall_s] per sample: run time -> wall clock
+    this.workers = 0;
+    this.latest = null;
+    this.leak = null;
+    this.frame = null;
+    this.drawnSeqs = [];
+    this.maxT = null;
+    this.zoom = null; // the x range a person zoomed to, or null
+    this.specs = (opts.charts || chartSpecs(root.ownerDocument)).filter((s) => CATALOG[s.id]);
+    this.series = []; // {spec, code, chart}
+    this.panels = []; // {spec, code, el, dirty, lastAt}
+    this.build();
+    this.observe();
+  }
+
+  build() {
+    for (const spec of this.specs) {
+      const code = CATALOG[spec.id];
+      const el = this.$(`#${spec.id}`);
+      if (spec.kind === "series") {
+        const title = this.virtual ? `${spec.title} <span style="font-size:11px;color:#667085">· virtual time</span>` : spec.title;
+        const chart = code.build(el, { ...spec, title }, this);
+        chart.visible = () => !el || !this.visibleEls || this.visibleEls.has(el);
+        this.series.push({ spec, code, chart });
+      } else {
+        this.panels.push({ spec, code, el, dirty: false, lastAt: 0 });
+      }
+    }
+    const readout = this.root.ownerDocument.getElementById("crosshair");
+    this.link = new TimeLink({
+      charts: () => this.series.map((s) => s.chart).filter((c) => c.ready && c.visible()),
+      clock: (t) => this.clockAt(t),
+      readout,
+      virtual: this.virtual,
+      onZoom: (range) => { this.zoom = range; this.schedule(); },
+    });
+    for (const s of this.series) if (s.chart.ready) this.link.attach(s.chart);
+  }
+
+  // Wall-clock time of run time t (seconds), as the viewer's time of day: from the run's start
+  // and the samples' wall_s (a simulated run's virtual seconds are not wall seconds).
+  clockAt(t) {
+    if (this.startedMs === null || Number.isNaN(this.startedMs)) return null;
+    const pts = this.clockPoints;
+    let wall = t;
+    if (pts.length) {
+      let lo = 0, hi = pts.length - 1;
+      if (t <= pts[0][0]) wall = pts[0][1] * (pts[0][0] > 0 ? t / pts[0][0] : 1);
+      else if (t >= pts[hi][0]) wall = pts[hi][1] + (this.virtual ? 0 : t - pts[hi][0]);
+      else {
+        while (hi - lo > 1) { const mid = (lo + hi) >> 1; if (pts[mid][0] <= t) lo = mid; else hi = mid; }
+        const [t0, w0] = pts[lo], [t1, w1] = pts[hi];
+        wall = w0 + ((t - t0) / (t1 - t0 || 1)) * (w1 - w0);
+      }
+    }
+    return fmtClock(this.startedMs + 1000 * wall);
+  }
+
+  // The x range every time-series chart shows: what a person zoomed to, else the run so far.
+  // Live, the end grows in steps of a quarter (a relayout per step, not per snapshot).
+  timeRange() {
+    if (this.zoom) return this.zoom;
+    if (this.maxT === null) return null;
+    if (!this.live) return [0, Math.max(this.maxT, 1)];
+    if (this.liveEnd === undefined || this.maxT > this.liveEnd) this.liveEnd = Math.max(10, Math.ceil(this.maxT * 1.25));
+    return [0, this.liveEnd];
+  }
+
+  // Which chart elements are in (or near) view; null = unknown, draw everything.
+  observe() {
+    if (!("IntersectionObserver" in window)) return;
+    const els = [...this.series.map((s) => s.chart.el), ...this.panels.map((p) => p.el)].filter(Boolean);
+    this.visibleEls = new Set();
+    this.observer = new IntersectionObserver((entries) => {
+      let woke = false;
+      for (const e of entries) {
+        if (e.isIntersecting) { this.visibleEls.add(e.target); woke = true; } else this.visibleEls.delete(e.target);
+      }
+      if (woke) this.schedule();
+    }, { rootMargin: "200px" });
+    for (const el of els) this.observer.observe(el);
+  }
+
+  // Ingest one sample (slim or whole). Returns false for a duplicate or older one.
+  ingest(sample) {
+    if (sample.seq <= this.lastSeq) return false;
+    this.lastSeq = sample.seq;
+    const d = sample.data || {};
+    const t = d.t_s ?? sample.t_s;
+    // The intervals this sample closed (dedupe by t_s), with their widths: the smallest gap
+    // between points seen (the simulator's intervals are not the spec's snapshot interval), the
+    // spec's until two points are known.
+    const points = (d.recent || []).filter((p) => p.t_s > this.lastPointT).sort((a, b) => a.t_s - b.t_s);
+    const widths = [];
+    for (const p of points) {
+      if (this.prevPointT !== null) {
+        const gap = p.t_s - this.prevPointT;
+        if (gap > 0 && (this.gapS === undefined || gap < this.gapS)) this.gapS = gap;
+      }
+      this.prevPointT = p.t_s;
+      widths.push(this.gapS || this.intervalS);
+    }
+    if (points.length) this.lastPointT = points[points.length - 1].t_s;
+    const w = d.client_workers;
+    if (w) this.workers = Math.max(this.workers, (w.session_copies || w.orphaned_copies || []).length);
+    if (typeof d.wall_s === "number") this.clockPoints.push([t, d.wall_s]);
+    this.maxT = Math.max(this.maxT ?? 0, t, points.length ? points[points.length - 1].t_s : 0);
+    const s = { t, d, points, widths };
+    for (const { code, chart } of this.series) code.ingest(chart, s, this);
+    this.prevSampleT = t;
+    this.drawnSeqs.push(sample.seq);
+    return true;
+  }
+
+  // A whole snapshot: its latest-only charts and the KPIs.
+  setLatest(sample, leak) {
+    if (sample && (!this.latest || sample.seq >= this.latest.seq)) this.latest = sample;
+    if (leak) { this.leak = leak; this.leakDirty = true; }
+    this.latestDirty = true;
+  }
+
+  schedule() {
+    if (this.frame !== null) return;
+    const raf = window.requestAnimationFrame || ((f) => setTimeout(f, 16));
+    this.frame = raf(() => { this.frame = null; this.draw(); });
+  }
+
+  // Redraw gap of a chart: its declared one once the run has many workers (dozens of traces,
+  // or a table of them), else every snapshot.
+  gapOf(spec) {
+    return spec.redraw_s && this.workers > 16 ? 1000 * spec.redraw_s : 0;
+  }
+
+  // One frame does the cheap DOM work (KPIs, progress, worker table, counters, leak text) and
+  // at most FRAME_BUDGET_MS of plotly redraws, the chart drawn longest ago first; the rest
+  // waits for the next frames, so no frame blocks the page for long. Charts out of view wait
+  // until they are scrolled to; a chart with a redraw interval (at many workers) waits for it.
+  // `force` (the first draw, the report, the export) draws everything now.
+  draw(force = false) {
+    const started = performance.now();
+    const cost = {};
+    if (this.latestDirty && this.latest) {
+      this.latestDirty = false;
+      const t0 = performance.now();
+      this.drawLatestDom(this.latest.data || {});
+      cost.dom = performance.now() - t0;
+    }
+    if (this.leak && this.leakDirty) { this.leakDirty = false; this.drawLeak(this.leak); }
+    const range = this.timeRange();
+    const now = performance.now();
+    const jobs = [];
+    let waiting = Infinity;
+    for (const job of this.jobs(range)) {
+      if (!job.dirty()) continue;
+      if (!force && !job.visible()) continue;
+      const due = (job.lastAt || 0) + job.gap;
+      if (!force && due > now) { waiting = Math.min(waiting, due - now); continue; }
+      jobs.push(job);
+    }
+    jobs.sort((a, b) => (a.lastAt || 0) - (b.lastAt || 0));
+    // Periodic jobs that fall due together take turns: one per round of frames, the others in
+    // the next round, so no snapshot pays for all of them.
+    if (!force) {
+      let periodic = this.periodicInRound ? 1 : 0;
+      for (let i = 0; i < jobs.length; i++) {
+        if (!jobs[i].gap) continue;
+        if (periodic++ > 0) { jobs.splice(i, 1); i -= 1; waiting = Math.min(waiting, 30); }
+      }
+    }
+    let done = 0;
+    for (const job of jobs) {
+      if (!force && done > 0 && performance.now() - started > FRAME_BUDGET_MS) break;
+      const t0 = performance.now();
+      job.run();
+      job.lastAt = performance.now();
+      if (job.gap) this.periodicInRound = true;
+      cost[job.name] = job.lastAt - t0;
+      done += 1;
+    }
+    this.lastCost = cost;
+    if (done < jobs.length) this.schedule();
+    else if (waiting < Infinity) {
+      clearTimeout(this.waitTimer);
+      this.waitTimer = setTimeout(() => this.schedule(), waiting + 5);
+    }
+    // A snapshot counts as drawn once no chart in view that is due still waits for it.
+    if (done === jobs.length) {
+      this.periodicInRound = false;
+      const seqs = this.drawnSeqs;
+      this.drawnSeqs = [];
+      if (this.onDrawn) this.onDrawn(seqs, performance.now() - started, cost);
+    } else if (this.onDrawn) this.onDrawn([], performance.now() - started, cost);
+  }
+
+  // The plotly work of a frame, one job per declared chart: dirty? in view? how often? do it.
+  jobs(range) {
+    if (!this._jobs) {
+      const inView = (el) => () => !el || !this.visibleEls || this.visibleEls.has(el);
+      this._jobs = [
+        ...this.series.map(({ spec, chart }) => ({
+          name: spec.id, visible: inView(chart.el), lastAt: 0, view: this,
+          get gap() { return this.view.gapOf(spec); },
+          dirty: () => chart.dirty(this.range),
+          run: () => { chart.flush(this.range); },
+        })),
+        ...this.panels.map((p) => ({
+          name: p.spec.id, visible: inView(p.el), lastAt: 0, view: this,
+          get gap() { return this.view.gapOf(p.spec); },
+          dirty: () => p.dirty && !!this.latest && !!p.el,
+          run: () => { p.dirty = false; p.code.draw(p.el, this.latest.data || {}, this, p.spec); },
+        })),
+      ];
+    }
+    this.range = range;
+    return this._jobs;
+  }
+
+  drawLatestDom(d) {
+    this.drawKpis(d);
+    this.drawServerMetrics(d.server_metrics);
+    this.drawProgress(d);
+    this.drawWorkerTable(d);
+    const a = d.affinity || {};
+    const set = (sel, v) => { const e = this.$(sel); if (e) e.textContent = fmt(v, 0); };
+    set("#aff-binds", a.binds); set("#aff-closes", a.closes); set("#aff-early", a.early_closes); set("#aff-bound", a.keys_bound);
+    set("#migrations-total", d.migrations_total);
+    this.drawPlacement(d);
+    const early = this.$("#aff-early");
+    if (early) early.classList.toggle("bad", (a.early_closes || 0) > 0);
+    for (const p of this.panels) {
+      if (!p.drawnOnce || !p.code.changed || p.code.changed(d, this)) { p.dirty = true; p.drawnOnce = true; }
+    }
+    const none = this.$("#no-samples");
+    if (none) none.hidden = true;
+  }
+
+  // The Placement card: the latest figures, or why there are none. A snapshot without the key
+  // (a run stored before placement was reported) leaves what the server rendered.
+  drawPlacement(d) {
+    const box = this.$("#placement");
+    if (!box || !("placement" in d)) return;
+    const p = d.placement;
+    const note = this.$("#placement-note"), body = this.$("#placement-body");
+    // Null until a serving worker is reported: "not yet" before any answer, "not reported" after.
+    const state = p ? "reported" : (d.requests || 0) > 0 ? "not-reported" : "waiting";
+    if (box.dataset.state !== state) {
+      box.dataset.state = state;
+      if (note) {
+        note.hidden = state === "reported";
+        if (state !== "reported") note.textContent = state === "waiting" ? note.dataset.waiting : note.dataset.missing;
+      }
+      if (body) body.hidden = state !== "reported";
+      // Plotted while hidden (a live run before its first answer): it takes its width now.
+      const chart = this.series.find((s) => s.spec.id === "chart-placement");
+      if (state === "reported" && chart && chart.chart.ready) window.Plotly.Plots.resize(chart.chart.el);
+    }
+    if (!p) return;
+    const values = {
+      ...p,
+      trees_split_pct: percent(p.trees_split, p.trees),
+      child_requests_on_root_worker_pct: percent(p.child_requests_on_root_worker, p.child_requests),
+      key_misses_pct: percent(p.key_misses, p.keyed_requests),
+    };
+    for (const e of box.querySelectorAll("[data-pl]")) {
+      const v = values[e.dataset.pl];
+      const text = e.dataset.pl.endsWith("_pct") ? fmt(v === null ? null : Math.round(10 * v) / 10, 1) : fmt(v, 0);
+      if (e.textContent !== text) e.textContent = text;
+      if (e.dataset.expect !== undefined) {
+        e.classList.toggle("bad", typeof v === "number" && Math.abs(v - Number(e.dataset.expect)) > 1e-9);
+      }
+    }
+  }
+
+  drawServerMetrics(sm) {
+    const box = this.$("#server-metrics");
+    if (!box || !sm) return;
+    const body = this.$("#sm-body");
+    if (!sm.available) {
+      if (body) body.hidden = true;
+      const note = this.$("#sm-note");
+      const text = `Unavailable: ${sm.reason}.`;
+      if (note && note.textContent !== text) note.textContent = text;
+      return;
+    }
+    if (body) body.hidden = false;
+    const kind = this.$("#sm-kind-live");
+    if (kind && sm.kind && !kind.textContent) kind.textContent = ` (${sm.kind})`;
+    const f = sm.figures || {};
+    const put = (key, text) => {
+      for (const e of box.querySelectorAll(`[data-sm="${key}"]`)) if (e.textContent !== text) e.textContent = text;
+    };
+    const pct = (v) => (v === null || v === undefined ? "—" : (100 * v).toFixed(1) + " %");
+    put("kv_usage", pct(f.kv_usage));
+    put("queue_depth", fmt(f.queue_depth, 0));
+    put("running", fmt(f.running, 0));
+    put("prefix_hit_ratio", pct(f.prefix_hit_ratio));
+    put("requests_total", fmt(f.requests_total, 0));
+  }
+
+  drawKpis(d) {
+    const put = (key, text) => {
+      for (const e of this.root.querySelectorAll(`[data-kpi="${key}"]`)) {
+        if (e.textContent !== text) e.textContent = text;
+      }
+    };
+    put("requests", fmt(d.requests, 0));
+    put("requests_per_s", fmt(d.requests_per_s, 2));
+    put("output_tokens_per_s", fmt(d.output_tokens_per_s, 0));
+    put("errors", fmt(d.errors, 0));
+    put("in_flight", fmt(d.in_flight, 0));
+    for (const k of ["ttft_ms", "itl_ms", "latency_ms"]) {
+      put(`${k}.p50`, fmt((d[k] || {}).p50, 1));
+      put(`${k}.p99`, fmt((d[k] || {}).p99, 1));
+    }
+    const hit = d.prefix_cache_hit_ratio;
+    put("prefix_cache_hit_ratio", hit === null || hit === undefined ? "—" : (100 * hit).toFixed(1) + " %");
+    const r = d.routing || {};
+    put("worker_switches", fmt(r.worker_switches, 0));
+    put("orphaned_session_copies", fmt(r.orphaned_session_copies, 0));
+    put("rss", fmtBytes(d.rss_bytes));
+  }
+
+  drawProgress(d) {
+    const bar = this.$("#progress-bar");
+    if (!bar) return;
+    const pct = Math.round(100 * (d.progress || 0));
+    bar.style.width = `${pct}%`;
+    const text = this.$("#progress-text");
+    if (text) {
+      const eta = d.eta_s === null || d.eta_s === undefined ? "" : `, about ${fmtDuration(d.eta_s)} left`;
+      const clock = this.virtual ? "virtual time" : "run time";
+      text.textContent = `${pct} %${eta} · ${clock} ${fmtDuration(d.t_s)} · ${fmt(d.issued, 0)} sent, ${fmt(d.in_flight, 0)} in flight`;
+    }
+  }
+
+  drawWorkerTable(d) {
+    const w = d.client_workers;
+    if (!w) return;
+    const k = (w.in_flight || w.session_copies || []).length;
+    const body = this.$("#workers-body");
+    if (!body) return;
+    if (body.rows.length !== k) {
+      body.innerHTML = "";
+      for (let i = 0; i < k; i++) {
+        const tr = body.insertRow();
+        const swatch = document.createElement("span");
+        swatch.className = "swatch";
+        swatch.style.background = workerColor(i);
+        tr.insertCell().append(swatch, String(i));
+        for (let j = 0; j < 7; j++) tr.insertCell().className = "num";
+      }
+    }
+    const cols = [w.in_flight, w.sticky_entries, w.session_copies, w.orphaned_copies, w.cached_bytes, w.completed, w.errors];
+    for (let i = 0; i < k; i++) {
+      const cells = body.rows[i].cells;
+      for (let j = 0; j < cols.length; j++) {
+        const v = (cols[j] || [])[i];
+        const text = j === 4 ? fmtBytes(v) : fmt(v, 0);
+        if (cells[j + 1].textContent !== text) cells[j + 1].textContent = text;
+      }
+      cells[4].classList.toggle("bad", ((w.orphaned_copies || [])[i] || 0) > 0);
+    }
+  }
+
+  drawLeak(v) {
+    const box = this.$("#leak");
+    if (!box) return;
+    box.className = `leak leak-${v.level}`;
+    const msg = this.$("#leak-message");
+    if (msg && msg.textContent !== v.message) msg.textContent = v.message;
+    const badge = this.$("#leak-badge");
+    if (badge) badge.textContent = v.badge || (v.level === "ok" ? "no leak" : v.level === "growing" ? "leak growing" : "leaked");
+    const body = this.$("#leak-body");
+    if (!body) return;
+    const rows = v.workers.filter((w) => w.orphaned > 0 || w.orphans_per_min > 0)
+      .sort((a, b) => b.orphans_per_min - a.orphans_per_min || b.orphaned - a.orphaned).slice(0, 16);
+    body.innerHTML = rows.map((w) => `<tr><td>${w.worker}</td><td class="num">${w.orphaned}</td>` +
+      `<td class="num">${w.orphans_per_min > 0 ? "+" : ""}${w.orphans_per_min}</td><td class="num">${w.copies}</td>` +
+      `<td class="num">${w.copies_per_min}</td><td class="num">${fmtBytes(w.cached_bytes)}</td></tr>`).join("");
+    const table = this.$("#leak-table");
+    if (table) table.hidden = rows.length === 0;
+  }
+
+  // Feed a history message (or the server-rendered page data): slim samples, then the latest.
+  loadHistory(history) {
+    for (const s of history.samples || []) this.ingest(s);
+    if (history.latest) this.setLatest(history.latest, history.leak);
+    else if (history.leak) this.setLatest(null, history.leak);
+    this.schedule();
+  }
+
+  // Feed one live message.
+  push(message) {
+    const fresh = this.ingest(message);
+    if (fresh) this.setLatest(message, message.leak);
+    this.schedule();
+    return fresh;
+  }
+}
