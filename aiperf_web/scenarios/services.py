@@ -30,6 +30,7 @@ from runner import (
     inspect_trace,
     load_trace,
 )
+from runner import Trace as RunnerTrace
 
 # The advice for a file whose format its content does not show (the engine's says "pass
 # --format", a CLI flag).
@@ -182,6 +183,18 @@ def trace_content(*, trace_id: object) -> tuple[str, bytes]:
         path.write_bytes(content)
         loaded = load_trace(path, format=trace.format)
     return f"{Path(trace.filename).stem}.native.jsonl", dump_native(loaded).encode()
+
+
+def trace_loaded(*, trace_id: object) -> RunnerTrace:
+    """A stored trace loaded by the engine, as a run would load it (the trace page's trees)."""
+    filename, content = trace_content(trace_id=trace_id)
+    with tempfile.TemporaryDirectory(prefix="aiperf-trace-") as tmp:
+        path = Path(tmp) / filename
+        path.write_bytes(content)
+        try:
+            return load_trace(path)
+        except TraceError as exc:
+            raise Invalid.field("trace", str(exc).replace(str(path), filename)) from None
 
 
 def _resolve_traces(*, team: Team, trace_ids: Sequence[object]) -> list[Trace]:

@@ -86,10 +86,25 @@ def trace_list(request: HttpRequest) -> HttpResponse:
 @page
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     trace = selectors.trace_get(user=request.user, trace_id=trace_id)
+    try:
+        agents: selectors.TraceAgents | None = selectors.trace_agents(trace=trace)
+        agents_error = ""
+    except Invalid as exc:
+        # A trace stored by an older loader that this one refuses: the page still shows
+        # what was recorded at upload.
+        agents, agents_error = None, str(exc)
     return render(
         request,
         "scenarios/trace.html",
-        {"trace": trace, "scenarios": trace.scenarios.all(), "stats": _stats_rows(trace.stats)},
+        {
+            "trace": trace,
+            "scenarios": trace.scenarios.all(),
+            "stats": _stats_rows(trace.stats),
+            "agents": agents,
+            "agents_error": agents_error,
+            "can_create": role_in_team(user=request.user, team=trace.team)
+            in (Role.ADMIN, Role.MEMBER),
+        },
     )
 
 
@@ -162,6 +177,12 @@ def _scenario_form(request: HttpRequest, *, scenario: Scenario | None) -> HttpRe
     initial = spec_initial(
         base_spec, {**probe.knob_fields, **probe.target_fields, **probe.synthetic_fields}
     )
+    picked = next((t for t in traces if str(t.uuid) == request.GET.get("trace")), None)
+    if scenario is None and picked is not None:
+        # "New scenario from this trace" (the trace page): the trace ticked, its name offered.
+        initial.update(
+            name=picked.name[:100], traces=[str(picked.uuid)], team=str(picked.team.uuid)
+        )
     if scenario:
         initial.update(
             name=scenario.name,

@@ -81,3 +81,29 @@ def test_dark_mode_follows_the_browser_and_reaches_the_charts(site: Site, browse
         else:
             assert _luminance(body) > 0.9 and _luminance(tick) < 0.5
         ctx.close()
+
+
+def test_a_click_on_a_column_sorts_the_trace_pages_agents(site: Site, context: Any) -> None:
+    from aiperf_web.scenarios.services import trace_upload
+    from tests.fixtures import DAG_SPAWN
+
+    trace = trace_upload(actor=site.admin, team=site.team, filename=DAG_SPAWN.name,
+                         chunks=[DAG_SPAWN.read_bytes()], name="spawn-fixture")  # fmt: skip
+    page = context.new_page()
+    login(page, site)
+    page.goto(site.url(f"/traces/{trace.uuid}/"))
+
+    def turns() -> list[int]:
+        cells = page.locator("#agent-table tbody tr td:nth-child(5)").all_inner_texts()
+        return [int(c) for c in cells]
+
+    first = turns()
+    assert len(first) > 1 and first == sorted(first, reverse=True)  # as the server sent them
+    head = page.locator("#agent-table th:text-is('Turns')")
+    head.click()
+    assert head.get_attribute("aria-sort") == "descending" and turns() == first
+    head.click()
+    assert head.get_attribute("aria-sort") == "ascending" and turns() == sorted(first)
+    page.locator("#agent-table th:text-is('Depth')").click()
+    depths = [int(c) for c in page.locator("#agent-table tbody td:nth-child(4)").all_inner_texts()]
+    assert depths == sorted(depths, reverse=True)

@@ -167,3 +167,45 @@ def test_the_history_draws_one_line_per_policy_and_scope_over_dates(world: World
     # x is the run's date, not its position in the list.
     assert by_id[str(pinned.uuid)]["created_at"] == pinned.created_at.isoformat()
     assert 'id="trend-legend"' in text and "one line per policy and scope" in text
+
+
+# -- 5. the trace page ---------------------------------------------------------------------------
+
+
+def test_the_trace_page_draws_its_trees_and_sorts_their_statistics(world: World) -> None:
+    from aiperf_web.scenarios.services import trace_upload
+    from tests.fixtures import DAG_FORK_FANOUT
+
+    fork = trace_upload(actor=world.owner, team=world.team, filename=DAG_FORK_FANOUT.name,
+                        chunks=[DAG_FORK_FANOUT.read_bytes()], name="forks")  # fmt: skip
+    for trace, kind in ((world.trace, "spawn"), (fork, "fork")):
+        page = world.client("owner").get(f"/traces/{trace.uuid}/")
+        html = page.content.decode()
+        assert page.status_code == 200
+        drawing = html.split('id="agent-trees"')[1].split("</section>")[0]
+        # Each drawn tree starts at its root; children are marked by kind and indented.
+        assert drawing.count('class="node-root"') >= 1 and f'class="node-{kind}"' in drawing
+        assert 'style="--d: 1"' in drawing and re.search(r"\d+ turns?</span>", drawing)
+        for table in ("tree-table", "agent-table"):
+            head = html.split(f'id="{table}"')[1].split("</thead>")[0]
+            assert 'class="list compact sortable"' in html and 'data-sort="num"' in head
+        assert f'href="/scenarios/new/?trace={trace.uuid}"' in html
+    # Rows come sorted by turns, most first (the script re-sorts on a click).
+    agents = world.client("owner").get(f"/traces/{world.trace.uuid}/").content.decode()
+    body = agents.split('id="agent-table"')[1].split("</tbody>")[0]
+    rows = [r for r in re.findall(r"<tr>(.*?)</tr>", body) if "<td" in r]
+    # Depth then turns are a row's first two plain numeric cells.
+    turns = [int(re.findall(r'<td class="num">(\d+)</td>', row)[1]) for row in rows]
+    assert len(turns) == world.trace.stats["sessions"] and turns == sorted(turns, reverse=True)
+
+
+def test_new_scenario_from_a_trace_opens_the_form_with_it_ticked(world: World) -> None:
+    html = world.client("teammate").get(f"/scenarios/new/?trace={world.trace.uuid}")
+    text = html.content.decode()
+    assert re.search(rf'value="{world.trace.uuid}"[^>]*checked', text)
+    assert f'value="{world.trace.name}"' in text
+    # A viewer sees the trace, not the button; another team's id ticks nothing.
+    viewer = world.client("viewer").get(f"/traces/{world.trace.uuid}/").content.decode()
+    assert "New scenario from this trace" not in viewer
+    other = world.client("outsider").get(f"/scenarios/new/?trace={world.trace.uuid}")
+    assert str(world.trace.uuid) not in other.content.decode()
