@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "aiperf_web.live",
     "aiperf_web.reports",
     "aiperf_web.ops",
+    "aiperf_web.stack",  # serve, bootstrap, bench_web: above every app
 ]
 
 MIDDLEWARE = [

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-import json
 from typing import Any, cast
 
 from django import forms
 
+from aiperf_web.core.forms import JSONObjectField
 from aiperf_web.teams.labels import team_ids, team_suffix
 
 KNOB_CHOICES = [
@@ -27,8 +27,7 @@ class ABForm(forms.Form):
     concurrency = forms.IntegerField(
         required=False, min_value=1, label="Lanes", help_text="blank = the scenario's"
     )
-    more = forms.CharField(
-        required=False,
+    more = JSONObjectField(
         label="More overrides (JSON)",
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text='the same for both runs, e.g. {"client_workers": 16}',
@@ -51,18 +50,7 @@ class ABForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        raw = (data.get("more") or "").strip()
-        overrides: dict[str, Any] = {}
-        if raw:
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                self.add_error("more", f"not JSON: {exc.msg} at line {exc.lineno}")
-                value = {}
-            if not isinstance(value, dict):
-                self.add_error("more", "a JSON object of knob: value")
-                value = {}
-            overrides.update(value)
+        overrides: dict[str, Any] = dict(data.get("more") or {})
         for name in ("duration_s", "concurrency"):
             if data.get(name) is not None:
                 overrides[name] = data[name]

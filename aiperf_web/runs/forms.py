@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, cast
 
 from django import forms
 
-from aiperf_web.core.forms import spec_fields, spec_initial
+from aiperf_web.core.forms import JSONObjectField, spec_fields, spec_initial
 from aiperf_web.endpoints.models import ServerKind
 from aiperf_web.runs.models import Status
 from aiperf_web.teams.labels import team_ids, team_suffix
@@ -68,8 +67,7 @@ class LaunchForm(forms.Form):
         label="simulated workers",
         help_text="inference workers of the simulated cluster",
     )
-    more = forms.CharField(
-        required=False,
+    more = JSONObjectField(
         label="More overrides (JSON)",
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text='any run-spec knob, e.g. {"start_window": [0, 1], "warmup_s": 5}',
@@ -149,18 +147,6 @@ class LaunchForm(forms.Form):
 
     def knob_group(self) -> list[forms.BoundField]:
         return [self[name] for name in self.knob_fields]
-
-    def clean_more(self) -> dict[str, Any]:
-        raw = (self.cleaned_data.get("more") or "").strip()
-        if not raw:
-            return {}
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("a JSON object of knob: value")
-        return value
 
 
 # "(default 16)" and the like in the engine's knob descriptions.
