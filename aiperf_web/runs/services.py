@@ -50,12 +50,12 @@ from aiperf_web.runs.models import (
     TargetKind,
 )
 from aiperf_web.runs.sink import RunSink
+from aiperf_web.runs.tickets import tickets_send, tickets_waiting
 from aiperf_web.scenarios.selectors import scenario_get
 from aiperf_web.scenarios.services import TRACE_REF, scenario_run_spec, trace_content
 from aiperf_web.teams.models import Role, Team
 from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
 from runner import (
-    MAX_DURATION_S,
     BadInput,
     EndpointTarget,
     RunnerError,
@@ -66,7 +66,6 @@ from runner import (
 
 log = logging.getLogger(__name__)
 
-TASK_NAME = "runs.execute"
 SIMULATED = "simulated"
 # How often the worker looks for a cancel request; Cancel must stop a run within 2 s.
 _CANCEL_POLL_S = 0.25
@@ -90,11 +89,6 @@ def run_time_limit_s(spec: RunSpec) -> int:
     if spec.duration_s is not None:
         return int(spec.duration_s * 1.2 + 600)
     return 24 * 3600
-
-
-# A ticket may start any queued run, so Celery's hard limit is that of the longest run a spec
-# accepts; each run's own limit is enforced by its watcher.
-TASK_TIME_LIMIT_S = max(24 * 3600, int(MAX_DURATION_S * 1.2 + 600))
 
 
 def run_launch(
@@ -177,7 +171,7 @@ def run_launch(
         )
         run_uuid = str(new.uuid)
         if enqueue:
-            transaction.on_commit(lambda: _enqueue(run_uuid))
+            transaction.on_commit(lambda: tickets_send(run_uuid))
     return new
 
 
@@ -231,26 +225,12 @@ def _affinity_for_endpoint(
     return spec
 
 
-def _enqueue(run_uuid: str) -> None:
-    """Send a ticket; `run_uuid` (the launch it stands for, or "" after a run ended) is only a
-    label in the worker's log."""
-    from aiperf_web.celery import app
-
-    app.send_task(
-        TASK_NAME,
-        args=[run_uuid],
-        queue=settings.AIPERF_RUNS_QUEUE,
-        time_limit=TASK_TIME_LIMIT_S,
-        soft_time_limit=TASK_TIME_LIMIT_S - 30,
-    )
-
-
 def _ticket_if_waiting() -> None:
     """After a run ended (a running slot of its team is free): a ticket when runs wait, since
     the tickets of runs passed over at their team's cap were dropped."""
     try:
         if Run.objects.filter(status=Status.QUEUED).exists():
-            _enqueue("")
+            tickets_send("")
     except Exception:
         log.exception("sending a ticket for the waiting runs failed")
 
@@ -711,26 +691,9 @@ def runs_requeue_queued() -> int:
     """Send every queued run to the broker again (after an in-memory broker was lost)."""
     count = 0
     for run_uuid in Run.objects.filter(status=Status.QUEUED).values_list("uuid", flat=True):
-        _enqueue(str(run_uuid))
+        tickets_send(str(run_uuid))
         count += 1
     return count
-
-
-def _tickets_in_broker() -> int:
-    """Tickets waiting in the runs queue (Redis: the length of its list; the in-memory broker:
-    its size). Tickets a worker holds unacknowledged are not counted: they wait in Redis's
-    `unacked` set, not the list."""
-    from kombu.exceptions import ChannelError
-
-    from aiperf_web.celery import app
-
-    with app.connection_for_read() as conn:
-        channel: Any = conn.default_channel  # a kombu virtual channel (Redis or memory)
-        try:
-            declared = channel.queue_declare(queue=settings.AIPERF_RUNS_QUEUE, passive=True)
-        except ChannelError:  # no such queue: Redis lost its keys, or nothing was ever sent
-            return 0
-    return int(declared.message_count)
 
 
 def runs_reconcile_queued() -> int:
@@ -761,10 +724,10 @@ def runs_reconcile_queued() -> int:
         .values_list("team", "n")
     )
     startable = sum(min(n, max(0, cap - running.get(team, 0))) for team, n in waiting.items())
-    if startable == 0 or _tickets_in_broker() > 0:
+    if startable == 0 or tickets_waiting() > 0:
         return 0
     for _ in range(startable):
-        _enqueue("")
+        tickets_send("")
     return startable
 
 

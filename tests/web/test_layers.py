@@ -27,8 +27,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("runs", "reports"): "issue 14 item 2: the run page is rendered by a reports view "
     "(runs/views.py), runs/selectors.py reads reports' figure rows, and the run-end webhook "
     "(runs/webhooks.py) states reports' verdict",
-    ("runs", "celery"): "runs/services.py sends tickets with the project's Celery app until "
-    "it uses runs/tickets.py",
 }
 # Packages of one layer that import each other, with why.
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
