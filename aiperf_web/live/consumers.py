@@ -12,8 +12,8 @@ Messages to the browser (docs/product.md §5), all JSON with `type` and `run_id`
   status   {...state}                                                     when the row changes
   log      {lines: [...]}                                                 new log lines
   error    {message}                                                      a bad client message
-where state is runs.live.RunState: status, reason, started_at, finished_at, cancel_requested.
-Snapshots, status and log lines are all pushed by their writers (runs/live.py); a consumer
+where state is runs.publisher.RunState: status, reason, started_at, finished_at, cancel_requested.
+Snapshots, status and log lines are all pushed by their writers (runs/publisher.py); a consumer
 reads the run's row only on connect and, in case a push was lost, every STATUS_RECHECK_S.
 Resume without gap or duplicate: the consumer joins the run's group *before* it reads the
 history, so a sample or line stored after that read reaches it through the group; it forwards
@@ -38,8 +38,8 @@ from aiperf_web.live import selectors as live_sel
 from aiperf_web.ops.viewers import viewer_join
 from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_brief, leak_point
 from aiperf_web.runs import selectors as run_sel
-from aiperf_web.runs.live import LogLine, RunState, run_group
 from aiperf_web.runs.models import FINAL, Run
+from aiperf_web.runs.publisher import LogLine, RunState, run_group
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from django.utils.module_loading import import_string
 
 from aiperf_web.live.charts import SLIM_FIELDS, SlimTree
 from aiperf_web.reports.leaks import LeakPoint, leak_point
-from aiperf_web.runs.live import LogLine, RunState, log_line, run_state
 from aiperf_web.runs.models import Run, RunLog, RunSample
+from aiperf_web.runs.publisher import LogLine, RunState, log_line, run_state
 from aiperf_web.teams.models import Membership
 
 MAX_HISTORY_POINTS = 720

@@ -38,7 +38,6 @@ from aiperf_web.core.tags import tags_normalize
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.endpoints.services import endpoint_attach_secrets, endpoint_target
-from aiperf_web.runs.live import log_line, publish_log, publish_status, run_state
 from aiperf_web.runs.models import (
     ACTIVE,
     FINAL,
@@ -49,6 +48,7 @@ from aiperf_web.runs.models import (
     Status,
     TargetKind,
 )
+from aiperf_web.runs.publisher import log_line, publish_log, publish_status, run_state
 from aiperf_web.runs.sink import RunSink
 from aiperf_web.runs.tickets import tickets_send, tickets_waiting
 from aiperf_web.scenarios.selectors import scenario_get
@@ -301,7 +301,7 @@ def run_cancel(*, actor: AnyUser, run_obj: Run) -> Run:
 
 def _announce(run_obj: Run) -> None:
     """Tell the run's live viewers its row as it is now (status, reason, times): after every
-    write that changes them, so no viewer polls the row (aiperf_web/runs/live.py)."""
+    write that changes them, so no viewer polls the row (aiperf_web/runs/publisher.py)."""
     publish_status(
         run_uuid=str(run_obj.uuid),
         state=run_state(

@@ -30,8 +30,8 @@ from typing import Any, Literal
 from django.conf import settings
 from django.db import connection
 
-from aiperf_web.runs.live import log_line, publish_log, publish_snapshot
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample
+from aiperf_web.runs.publisher import log_line, publish_log, publish_snapshot
 from runner import RecordDict, Snapshot
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from django.utils import timezone
 from aiperf_web.asgi import application
 from aiperf_web.live.consumers import STATUS_RECHECK_S
 from aiperf_web.runs import services as run_svc
-from aiperf_web.runs.live import publish_snapshot
 from aiperf_web.runs.models import Run, RunSample, Status
+from aiperf_web.runs.publisher import publish_snapshot
 from tests.web.conftest import World
 from tests.web.wsclient import WebsocketCommunicator
 

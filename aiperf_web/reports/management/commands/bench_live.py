@@ -35,8 +35,8 @@ from django.db import connection
 from django.test import Client
 
 from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_brief
-from aiperf_web.runs.live import publish_snapshot
 from aiperf_web.runs.models import Run, RunSample, Status
+from aiperf_web.runs.publisher import publish_snapshot
 from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.teams.models import Membership, Role, Team
 from runner import ListSink, parse_spec, run
