@@ -67,11 +67,44 @@ _QUOTED = re.compile(
 )
 
 
-def message_quoting_server(message: str) -> str:
+def message_quoting_server(message: str, *, limit: int = 600) -> str:
     """An engine message that quotes a server, with the quote cut to a short clean excerpt and
-    the rest (what failed, how to fix it) kept; one line either way."""
+    the rest (what failed, how to fix it) kept; one line of at most `limit` characters."""
     match = _QUOTED.fullmatch(message)
     if match is None:
-        return text_excerpt(message, limit=600)
+        return text_excerpt(message, limit=limit)
     head, tail = (re.sub(r"\s+", " ", match[part]) for part in ("head", "tail"))
-    return f"{head}{text_excerpt(match['body'])}{tail}"
+    # The quote gives way first: what failed and the advice are the message.
+    quote = max(40, min(EXCERPT_CHARS, limit - len(head) - len(tail)))
+    return text_excerpt(f"{head}{text_excerpt(match['body'], limit=quote)}{tail}", limit=limit)
+
+
+# A Python traceback: its header and indented frame lines (the exception line after them,
+# unindented, is what it says), or the same run together on one line (as the engine quotes a
+# server's answer), up to its exception or, when that was cut off, to the end.
+_TRACEBACK_LINES = re.compile(r"Traceback \(most recent call last\):[ \t]*\n(?:(?:[ \t].*)?\n)*")
+_TRACEBACK_FLAT = re.compile(
+    r"Traceback \(most recent call last\):.*?"
+    r"(?=\b[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): |\Z)",
+    re.DOTALL,
+)
+REASON_CHARS = 200
+
+
+def _without_traceback(text: str) -> str:
+    text = _TRACEBACK_LINES.sub("", text)
+    return _TRACEBACK_FLAT.sub(
+        lambda m: "" if m.end() < len(text) else "a Python traceback (in the run's log)", text
+    )
+
+
+def reason_excerpt(text: str, *, limit: int = REASON_CHARS) -> str:
+    """A run's reason from what the engine, a server or the database said: one line of at
+    most `limit` characters, a traceback reduced to its exception line, a quoted server answer
+    cut first. The whole text belongs in the run's log."""
+    match = _QUOTED.fullmatch(text)
+    if match is None:
+        text = _without_traceback(text)
+    else:
+        text = f"{match['head']}{_without_traceback(match['body'])}{match['tail']}"
+    return message_quoting_server(text, limit=limit)

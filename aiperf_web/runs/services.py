@@ -35,9 +35,11 @@ from aiperf_web.core.errors import Invalid, NotFound, TooMany
 from aiperf_web.core.outbound import check_outbound_url
 from aiperf_web.core.specs import spec_json, spec_override, spec_parse
 from aiperf_web.core.tags import tags_normalize
+from aiperf_web.core.text import reason_excerpt
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.endpoints.services import endpoint_attach_secrets, endpoint_target
+from aiperf_web.runs.live import log_line, publish_log, publish_status, run_state
 from aiperf_web.runs.models import (
     ACTIVE,
     FINAL,
@@ -48,7 +50,6 @@ from aiperf_web.runs.models import (
     Status,
     TargetKind,
 )
-from aiperf_web.runs.publisher import log_line, publish_log, publish_status, run_state
 from aiperf_web.runs.sink import RunSink
 from aiperf_web.runs.tickets import tickets_send, tickets_waiting
 from aiperf_web.scenarios.selectors import scenario_get
@@ -70,6 +71,9 @@ SIMULATED = "simulated"
 # How often the worker looks for a cancel request; Cancel must stop a run within 2 s.
 _CANCEL_POLL_S = 0.25
 _HEARTBEAT_S = 5.0
+# A log line's length: enough for a server's whole error answer as the engine quotes it (at
+# most 16 KiB of body) with its context.
+_LOG_LINE_CHARS = 20_000
 _CLAIM_TRIES = 5  # candidates a ticket tries when others' claims race it
 # Pauses between the tries of a run's final save (a database blip at the end of a run).
 _FINISH_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -301,7 +305,7 @@ def run_cancel(*, actor: AnyUser, run_obj: Run) -> Run:
 
 def _announce(run_obj: Run) -> None:
     """Tell the run's live viewers its row as it is now (status, reason, times): after every
-    write that changes them, so no viewer polls the row (aiperf_web/runs/publisher.py)."""
+    write that changes them, so no viewer polls the row (aiperf_web/runs/live.py)."""
     publish_status(
         run_uuid=str(run_obj.uuid),
         state=run_state(
@@ -373,7 +377,7 @@ def run_claim_next(*, worker: str) -> Run | None:
 
 
 def run_log(*, run_obj: Run, level: str, message: str) -> None:
-    line = RunLog.objects.create(run=run_obj, level=level, message=message[:2000])
+    line = RunLog.objects.create(run=run_obj, level=level, message=message[:_LOG_LINE_CHARS])
     publish_log(run_uuid=str(run_obj.uuid), lines=[log_line(line)])
 
 
@@ -390,9 +394,22 @@ def _finish(
     backends): the engine's work is done and only this row holds its summary, so a failed
     attempt drops the connection (a pooled one may be dead too) and tries again on a fresh one,
     for up to ~15 s, well within AIPERF_STALE_RUN_S while the watcher keeps the heartbeat."""
+    short = reason_excerpt(reason)
+    if short != reason:
+        # The row shows one line (run list, page, API); the whole text (a server's traceback
+        # page, a database's DETAIL lines) is for whoever debugs the run, in its log.
+        try:
+            run_log(
+                run_obj=run_obj,
+                level="error" if status == Status.FAILED else "info",
+                message=reason,
+            )
+        except DatabaseError:
+            log.warning("run %s ended: %s", run_obj.uuid, reason, exc_info=True)
+            connection.close()
     values: dict[str, Any] = {
         "status": status,
-        "reason": reason[:2000],
+        "reason": short,
         "finished_at": timezone.now(),
     }
     if summary is not None:
