@@ -14,10 +14,13 @@ for (const [i, m] of data.metrics.entries()) {
   const el = document.createElement("div");
   el.className = "chart";
   box.appendChild(el);
+  // A ratio reads as a percentage, as on the run page.
+  const ratio = m.key.endsWith("_ratio");
+  const val = (v) => (ratio && v !== null && v !== undefined ? 100 * v : v);
   const traces = groups.map((g) => {
     const pts = data.points.filter((p) => p.group === g);
     return {
-      x: pts.map((p) => p.created_at), y: pts.map((p) => p.values[m.key]), name: g,
+      x: pts.map((p) => p.created_at), y: pts.map((p) => val(p.values[m.key])), name: g,
       legendgroup: g, showlegend: i === 0, mode: "lines+markers", customdata: pts.map((p) => p.label),
       line: { color: colour(g) }, hovertemplate: `%{customdata}<br>%{y}<extra>${m.label}</extra>`,
       marker: {
@@ -27,15 +30,15 @@ for (const [i, m] of data.metrics.entries()) {
     };
   });
   if (base && base.values[m.key] !== null) {
-    traces.push({ x: [dates[0], dates[dates.length - 1]], y: [base.values[m.key], base.values[m.key]],
+    traces.push({ x: [dates[0], dates[dates.length - 1]], y: [val(base.values[m.key]), val(base.values[m.key])],
       mode: "lines", name: "baseline", legendgroup: "baseline", showlegend: i === 0,
       line: { color: "#1e8e3e", dash: "dash" }, hoverinfo: "skip" });
   }
   plots.push([el, traces, {
-    title: { text: `${m.label}${m.unit ? ` (${m.unit})` : ""} — ${m.better} is better`, font: { size: 13 }, x: 0 },
+    title: { text: `${m.label}${ratio ? " (%)" : m.unit ? ` (${m.unit})` : ""} — ${m.better} is better`, font: { size: 13 }, x: 0 },
     height: 240, margin: { l: 52, r: 10, t: 34, b: 40 }, showlegend: false, autosize: true,
     xaxis: { type: "date", tickformat: "%b %d\n%H:%M", nticks: 6, zeroline: false },
-    yaxis: { rangemode: "tozero" }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+    yaxis: { rangemode: "tozero", ticksuffix: ratio ? " %" : "" }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
   }]);
 }
 // One legend for every chart, above them: the groups and the baseline.

@@ -209,3 +209,48 @@ def test_new_scenario_from_a_trace_opens_the_form_with_it_ticked(world: World) -
     assert "New scenario from this trace" not in viewer
     other = world.client("outsider").get(f"/scenarios/new/?trace={world.trace.uuid}")
     assert str(world.trace.uuid) not in other.content.decode()
+
+
+# -- 4. report wording ---------------------------------------------------------------------------
+
+
+def test_figures_read_in_words_and_ratios_as_percentages() -> None:
+    from aiperf_web.reports.wording import figure_label, figure_text
+
+    assert figure_label("prefix_cache_hit_ratio") == "Prefix-cache hit ratio"
+    assert figure_label("ttft_ms.p99") == "Time to first token (ms) · p99"
+    assert figure_label("drain.copies_of_cut_sessions").startswith("Drain · copies of sessions")
+    assert figure_label("some_new_wait_ms") == "Some new wait (ms)"  # an unknown key, in words
+    assert figure_text("prefix_cache_hit_ratio", 0.936) == "93.6 %"
+    assert figure_text("goodput.good_ratio", 1.0) == "100.0 %"
+    assert figure_text("requests", 123456) == "123,456"
+    assert figure_text("ttft_ms.p50", 5984.62) == "5,984.6" and figure_text("errors", None) == "—"
+
+
+def test_the_report_and_its_export_name_figures_and_say_virtual_time(world: World) -> None:
+    summary = {"prefix_cache_hit_ratio": 0.936, "child_first_turn_hit_ratio": 0.5,
+               "worker_switches": 2, "ttft_ms": {"p50": 10.0, "p90": 20.0, "p99": 30.0},
+               "sessions_multi_worker": 1}  # fmt: skip
+    sim = _finished(world, **summary)
+    Run.objects.filter(pk=sim.pk).update(target_kind="simulated", endpoint=None,
+                                         endpoint_name="simulated cluster")  # fmt: skip
+    other = _finished(world, **{**summary, "prefix_cache_hit_ratio": 0.9})
+    owner = world.client("owner")
+    page = owner.get(f"/runs/{sim.uuid}/").content.decode()
+    report = page.split('id="report"')[1]
+    assert "93.6 %" in report and "Prefix-cache hit ratio" in report
+    assert ">prefix_cache_hit_ratio<" not in report and ">0.936<" not in report
+    assert ">ttft_ms<" not in report and "Time to first token (ms)" in report
+    figures = report.split('id="all-figures"')[1].split("</table>")[0]
+    assert "Child first-turn hit ratio" in figures and "50.0 %" in figures
+    assert "Sessions on more than one client worker" in report  # a headline figure
+    assert 'id="virtual-time"' in page and "virtual time" in report.split("</table>")[0]
+    export = owner.get(f"/reports/runs/{sim.uuid}/report.html").content.decode()
+    head = export.split("<body>")[1][:3000]
+    assert "virtual time" in head and "93.6 %" in export
+    live = owner.get(f"/runs/{other.uuid}/").content.decode()
+    assert 'id="virtual-time"' not in live  # a run against an endpoint runs on the wall clock
+    cmp = owner.get(f"/reports/compare/?runs={other.uuid},{sim.uuid}").content.decode()
+    table = cmp.split('id="delta-table"')[1].split("</table>")[0]
+    assert "90.0 %" in table and "93.6 %" in table and "+3.6 pts" in table
+    assert "(virtual time)" in cmp

@@ -39,13 +39,13 @@ def _clean_run_cut_by_its_stop(world: World, **summary: Any) -> Run:
 def test_the_report_shows_the_requests_cut_by_the_stop_apart_from_errors(world: World) -> None:
     run = _clean_run_cut_by_its_stop(world)
     page = world.client("teammate").get(f"/runs/{run.uuid}/").content.decode()
-    assert "<span>errors</span><b>0</b>" in page
-    assert "<span>cut by the stop</span><b>3</b>" in page
-    assert "<span>output tokens / s</span><b>4322</b>" in page
-    assert "<span>requests / s</span><b>39.2</b>" in page
+    assert '<span title="errors">Errors</span><b>0</b>' in page
+    assert '<span title="cut by the stop">Cut by the stop</span><b>3</b>' in page
+    assert '<span title="output tokens / s">Output tokens / s</span><b>4322</b>' in page
+    assert '<span title="requests / s">Requests / s</span><b>39.2</b>' in page
     export = world.client("teammate").get(f"/reports/runs/{run.uuid}/report.html")
     html = export.content
-    assert b"<span>cut by the stop</span><b>3</b>" in html
+    assert b'<span title="cut by the stop">Cut by the stop</span><b>3</b>' in html
 
 
 def test_the_runs_list_shows_policy_scope_throughput_orphans_duration_and_cuts(
