@@ -9,7 +9,11 @@
   (`python -m runner replay`) on the same spec against the same mock, alternated;
 - connections (PostgreSQL): `manage.py serve` under a burst of 16 clients × 20
   `GET /api/v1/runs` (half with wrong tokens), with the pool and without it (a connection per
-  request): connections at peak and after, 5xx answers, latency p50/p95.
+  request): connections at peak and after, 5xx answers, latency p50/p95;
+- worker-rss (with REDIS_URL; not in the default set): a pool process's RSS over
+  `--rss-runs` (50) consecutive 15 s live runs, without recycling and with the settings' rule;
+- cancel-generation (not in the default set): seconds from Cancel to `cancelled` for runs
+  cancelled while their big synthetic workload is still being generated.
 
 Writes into the configured database under a team `bench-<random>`, deleted at the end.
 """
@@ -17,6 +21,7 @@ Writes into the configured database under a team `bench-<random>`, deleted at th
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import statistics
 import subprocess
@@ -27,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connection
 from django.test import Client
 from django.utils import timezone
@@ -87,6 +92,32 @@ def _rss_mb(pid: int) -> float | None:
     return None
 
 
+def _worker_process(queue: str, *, recycle: bool) -> subprocess.Popen[bytes]:
+    """A `celery worker` process of concurrency 1 on a queue of its own (the production
+    shape), with the settings' recycling rule or none; returns once it answers a ping."""
+    settings.AIPERF_RUNS_QUEUE = queue
+    env = {**os.environ, "AIPERF_RUNS_QUEUE": queue}
+    if not recycle:
+        env |= {
+            "AIPERF_WORKER_MAX_TASKS_PER_CHILD": "0",
+            "AIPERF_WORKER_MAX_MEMORY_PER_CHILD_MB": "0",
+        }
+    proc = subprocess.Popen(
+        worker_command(
+            queue=queue,
+            concurrency=1,
+            recycle=recycle,
+            loglevel="WARNING",
+            extra=("-n", f"{queue}@localhost", "--without-mingle", "--without-gossip"),
+        ),
+        env=env,
+    )
+    while not app.control.ping(destination=[f"{queue}@localhost"], timeout=0.5):
+        if proc.poll() is not None:
+            raise CommandError(f"the worker on {queue} exited with {proc.returncode}")
+    return proc
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -98,14 +129,29 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--only",
-            choices=["records", "claim", "list", "service", "connections", "worker-rss"],
+            choices=[
+                *("records", "claim", "list", "service", "connections"),
+                *("worker-rss", "cancel-generation"),
+            ],
             action="append",
         )
-        parser.add_argument("--rss-runs", type=int, default=50)
+        parser.add_argument(
+            "--rss-runs", type=int, default=50, help="worker-rss: consecutive runs (default 50)"
+        )
         parser.add_argument("--rss-duration", type=float, default=15.0)
         parser.add_argument(
-            "--no-recycle", action="store_true", help="worker-rss: without the recycling rule"
+            "--recycle",
+            choices=["rule", "off", "both"],
+            default="both",
+            help="worker-rss: with the settings' recycling rule, without it, or both in turn",
         )
+        parser.add_argument(
+            "--cancel-trees",
+            type=int,
+            default=20_000,
+            help="cancel-generation: synthetic trees of the workload (100,000 is accepted too)",
+        )
+        parser.add_argument("--cancel-runs", type=int, default=5, help="cancels per target")
         parser.add_argument("--records", type=int, default=200_000)
         parser.add_argument("--runs", type=int, default=10_000)
         parser.add_argument("--claims", type=int, default=20)
@@ -132,8 +178,16 @@ class Command(BaseCommand):
             if "connections" in only:
                 figures["connections"] = self._connections(user)
             if "worker-rss" in only:
-                figures["worker_rss"] = self._worker_rss(
-                    team, user, opts["rss_runs"], opts["rss_duration"], not opts["no_recycle"]
+                modes = {"rule": [True], "off": [False], "both": [False, True]}[opts["recycle"]]
+                figures["worker_rss"] = {
+                    "recycling_rule" if recycle else "no_recycling": self._worker_rss(
+                        team, user, opts["rss_runs"], opts["rss_duration"], recycle
+                    )
+                    for recycle in modes
+                }
+            if "cancel-generation" in only:
+                figures["cancel_generation"] = self._cancel_generation(
+                    team, user, opts["cancel_runs"], opts["cancel_trees"]
                 )
         finally:
             try:
@@ -320,75 +374,139 @@ class Command(BaseCommand):
         self, team: Team, user: User, n: int, duration_s: float, recycle: bool
     ) -> dict[str, Any]:
         """RSS of a prefork worker's pool process (concurrency 1) after its 1st and Nth live run
-        against the mock, with the settings' recycling rule or without it (production shape)."""
-        import os
-
+        against the mock, with the settings' recycling rule or without it (production shape).
+        Read as soon as the run's final status is stored, before a recycled process exits."""
         if settings.EMBEDDED:
             return {"error": "needs REDIS_URL (a separate celery worker process)"}
-        queue = f"runs-bench-rss-{os.getpid()}"
-        settings.AIPERF_RUNS_QUEUE = queue
-        env = {
-            **os.environ,
-            "AIPERF_RUNS_QUEUE": queue,
-            "AIPERF_WORKER_MAX_TASKS_PER_CHILD": os.environ.get(
-                "AIPERF_WORKER_MAX_TASKS_PER_CHILD", "10"
-            )
-            if recycle
-            else "0",
-            "AIPERF_WORKER_MAX_MEMORY_PER_CHILD_MB": os.environ.get(
-                "AIPERF_WORKER_MAX_MEMORY_PER_CHILD_MB", "400"
-            )
-            if recycle
-            else "0",
-        }
         options = recycling_options() if recycle else []
-        proc = subprocess.Popen(
-            worker_command(
-                queue=queue,
-                concurrency=1,
-                recycle=recycle,
-                loglevel="WARNING",
-                extra=("-n", f"{queue}@localhost", "--without-mingle", "--without-gossip"),
-            ),
-            env=env,
-        )
+        proc = _worker_process(f"runs-bench-rss-{os.getpid()}", recycle=recycle)
         mock = MockServer(port=free_port(), time_scale=0.0)
         mock.start()
         figures: dict[str, Any] = {"recycle": options, "runs": n, "duration_s": duration_s}
         try:
-            while not app.control.ping(destination=[f"{queue}@localhost"], timeout=0.5):
-                if proc.poll() is not None:
-                    return {"error": f"worker exited with {proc.returncode}"}
             endpoint = endpoint_create(
                 actor=user,
                 team=team,
-                name="rss-mock",
+                name=f"rss-mock-{'rule' if recycle else 'off'}",
                 base_url=mock.url,
                 model="mock-model",
                 server_kind="dynamo",
             )
             spec = {"concurrency": 64, "speedup": 1000.0, "duration_s": duration_s}
-            scenario = scenario_create(actor=user, team=team, name="rss", spec=spec)
-            pids: set[int] = set()
+            scenario = scenario_create(
+                actor=user, team=team, name=f"rss-{'rule' if recycle else 'off'}", spec=spec
+            )
+            pids: list[int] = []
+            series: list[float] = []
+            statuses: dict[str, int] = {}
             for i in range(1, n + 1):
                 run = services.run_launch(
                     actor=user, scenario_id=scenario.uuid, endpoint_id=endpoint.uuid
                 )
                 while run.status not in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED):
-                    time.sleep(0.2)
+                    time.sleep(0.1)
                     run.refresh_from_db()
                 pid = int(run.worker.rsplit(":", 1)[1])
-                pids.add(pid)
-                time.sleep(0.5)  # a recycled process is replaced after its task returns
                 rss_mb = _rss_mb(pid)
+                if pid not in pids:
+                    pids.append(pid)
+                if rss_mb is not None:
+                    series.append(rss_mb)
+                statuses[run.status] = statuses.get(run.status, 0) + 1
                 if i == 1 or i == n:
-                    figures[f"after_run_{i}"] = {"pid": pid, "rss_mb": rss_mb}
+                    figures[f"after_run_{i}"] = {
+                        "pid": pid,
+                        "rss_mb": rss_mb,
+                        "runs_in_this_process": Run.objects.filter(
+                            team=team, worker=run.worker
+                        ).count(),
+                    }
                 self.stderr.write(f"run {i}/{n} {run.status} pid {pid} rss {rss_mb} MB")
+                # The next run must find a live pool process (a recycled one is replaced).
+                time.sleep(0.5)
+            figures["statuses"] = statuses
             figures["pool_processes_used"] = len(pids)
+            figures["rss_max_mb"] = max(series, default=None)
+            if len(series) > 1 and len(pids) == 1:
+                figures["rss_mb_per_run_after_the_first"] = round(
+                    (series[-1] - series[0]) / (len(series) - 1), 2
+                )
         finally:
             mock.stop()
             proc.terminate()
             proc.wait(timeout=30)
+        return figures
+
+    def _cancel_generation(self, team: Team, user: User, n: int, trees: int) -> dict[str, Any]:
+        """Seconds from Cancel (run_cancel, as the page and API call it) to the run stored
+        `cancelled`, for runs cancelled 1 s into generating a synthetic workload of `trees`
+        one-block trees (`block_size` 65,536: the most requests a spec's block estimate lets
+        through; ~3.4 ms a tree to generate), on a simulated target and on the mock."""
+        embedded: EmbeddedWorker | None = None
+        proc: subprocess.Popen[bytes] | None = None
+        if settings.EMBEDDED:
+            embedded = EmbeddedWorker(concurrency=1)
+            embedded.start()
+        else:
+            proc = _worker_process(f"runs-bench-cancel-{os.getpid()}", recycle=True)
+        mock = MockServer(port=free_port(), time_scale=0.0)
+        mock.start()
+        synthetic = {"trees": trees, "block_size": 65_536}
+        figures: dict[str, Any] = {
+            "synthetic": synthetic,
+            "worker": "embedded" if embedded else "celery",
+        }
+        try:
+            endpoint = endpoint_create(
+                actor=user,
+                team=team,
+                name="cancel-mock",
+                base_url=mock.url,
+                model="mock-model",
+                server_kind="dynamo",
+            )
+            scenario = scenario_create(
+                actor=user,
+                team=team,
+                name="cancel-generation",
+                spec={"workload": {"synthetic": synthetic}, "duration_s": 60, "concurrency": 4},
+            )
+            for target in ("simulated", str(endpoint.uuid)):
+                took: list[float] = []
+                where: list[str] = []
+                for _ in range(n):
+                    run = services.run_launch(
+                        actor=user, scenario_id=scenario.uuid, endpoint_id=target
+                    )
+                    while run.status == Status.QUEUED:
+                        time.sleep(0.05)
+                        run.refresh_from_db()
+                    time.sleep(1.0)  # well into the generation
+                    asked = time.monotonic()
+                    services.run_cancel(actor=user, run_obj=run)
+                    while run.status not in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED):
+                        if time.monotonic() - asked > 60:
+                            figures["error"] = (
+                                f"run {run.uuid} still {run.status} 60 s after cancel"
+                            )
+                            return figures
+                        time.sleep(0.01)
+                        run.refresh_from_db()
+                    took.append(time.monotonic() - asked)
+                    line = run.log_lines.filter(message__contains="while generating").first()
+                    where.append(f"{run.status}: {line.message if line else 'no generation line'}")
+                figures["simulated" if target == "simulated" else "endpoint"] = {
+                    "cancel_to_cancelled_s": [round(t, 3) for t in took],
+                    "max_s": round(max(took), 3),
+                    "runs": where,
+                }
+        finally:
+            mock.stop()
+            if embedded is not None:
+                embedded.stop()
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
         return figures
 
     def _connections(self, user: User) -> dict[str, Any]:
