@@ -228,7 +228,7 @@ def test_figures_read_in_words_and_ratios_as_percentages() -> None:
 
 
 def test_the_report_and_its_export_name_figures_and_say_virtual_time(world: World) -> None:
-    summary = {"prefix_cache_hit_ratio": 0.936, "child_first_turn_hit_ratio": 0.5,
+    summary: dict[str, Any] = {"prefix_cache_hit_ratio": 0.936, "child_first_turn_hit_ratio": 0.5,
                "worker_switches": 2, "ttft_ms": {"p50": 10.0, "p90": 20.0, "p99": 30.0},
                "sessions_multi_worker": 1}  # fmt: skip
     sim = _finished(world, **summary)
