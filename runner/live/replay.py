@@ -26,8 +26,8 @@ from runner.metrics.records import ErrorCategory
 from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
 from runner.replay.engine import Dispatch, Engine, EngineConfig
 from runner.replay.scheduler import ReplayConfig
-from runner.replay.summary import run_summary
 from runner.servermetrics import ViewProvider
+from runner.summary import run_summary
 from runner.trace import Trace
 
 __all__ = ["DRAIN_GRACE_S", "LiveConfig", "LiveResult", "replay_live"]

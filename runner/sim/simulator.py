@@ -22,8 +22,8 @@ from runner.metrics import RequestRecord, RunMetrics
 from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
 from runner.replay.engine import Dispatch, Engine, EngineConfig
 from runner.replay.scheduler import ReplayConfig
-from runner.replay.summary import run_summary
 from runner.sim.blocks import BlockKeys
+from runner.summary import run_summary
 from runner.trace.model import Tree
 
 __all__ = ["STALL_EVENTS", "SimConfig", "SimResult", "simulate"]

@@ -3,6 +3,9 @@
 Tree accounting: at the end of a run `trees_started = trees_completed + trees_cut`; a tree
 with nothing left after t* is `trees_skipped` and never started. `arrival_wait_ms` is null
 unless the timing mode is `rate` (no other mode makes a tree wait for a slot).
+
+It reads the composed Engine and fills output.py's shapes, so it sits beside output.py: the
+replay package below it never imports the output layer.
 """
 
 from __future__ import annotations
