@@ -39,14 +39,16 @@ from aiperf_web.ops.viewers import viewer_join
 from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_brief, leak_point
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import FINAL, Run
-from aiperf_web.runs.publisher import LogLine, RunState, run_group
+from aiperf_web.runs.publisher import LogLine, RunState, run_group, team_group
 
 log = logging.getLogger(__name__)
 
 # Status, log lines and snapshots are pushed; a consumer looks at the row itself only this
 # often, in case a push was lost (the channel layer drops messages to a full channel).
 STATUS_RECHECK_S = 15.0
+# The runs list reads its rows at most this often, when nudged; unnudged, every LIST_RECHECK_S.
 LIST_POLL_S = 1.5
+LIST_RECHECK_S = 15.0
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 # A socket outlives the session and membership it was opened under unless it looks again: at
@@ -290,8 +292,11 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
 
 class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
-    """The runs list: every LIST_POLL_S, the rows of the viewer's teams' active runs (and of
-    runs that just ended) whose status, progress or leak flag changed."""
+    """The runs list: the rows of the viewer's teams' active runs (and of runs that just ended)
+    whose status, progress or leak flag changed. It reads them when a team's group says a run
+    changed (a launch, a status change, a snapshot), at most every LIST_POLL_S however many
+    runs move; otherwise only every LIST_RECHECK_S, in case a nudge was lost (was: every
+    LIST_POLL_S whether anything moved or not)."""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -301,6 +306,15 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.user = user
         self.access = AccessCheck(self.scope, None)
         self.sent: dict[str, dict[str, Any]] = {}
+        self.wake = asyncio.Event()
+        self.wake.set()  # the first read
+        # A team joined later is read by the re-check; its nudges need a new socket.
+        self.groups_joined = [
+            team_group(uuid)
+            for uuid in await database_sync_to_async(live_sel.team_uuids_of)(user=user)
+        ]
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         self.viewer = viewer_join("runs_list")
         self.poller = asyncio.ensure_future(self._poll())
@@ -313,6 +327,8 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             poller.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await poller
+        for group in getattr(self, "groups_joined", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         await self.send_json({"type": "error", "message": "this socket only sends"})
@@ -323,18 +339,28 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         except ValueError:
             return None
 
+    async def runs_changed(self, event: dict[str, Any]) -> None:
+        self.wake.set()
+
     async def _poll(self) -> None:
         from aiperf_web.reports.selectors import runs_live_rows
 
         rows_of = database_sync_to_async(runs_live_rows)
+        read_at = -LIST_RECHECK_S
         while True:
             if await self.access.revoked():
                 await self.close(code=CLOSE_POLICY_VIOLATION)
                 return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=ACCESS_CHECK_S)
+            if not self.wake.is_set() and time.monotonic() - read_at < LIST_RECHECK_S:
+                continue
+            self.wake.clear()
+            read_at = time.monotonic()
             try:
                 rows = await rows_of(user=self.user)
             except Exception:
-                log.warning("runs list poll failed", exc_info=True)
+                log.warning("runs list read failed", exc_info=True)
                 rows = []
             changed = [r for r in rows if self.sent.get(r["id"]) != r]
             for row in changed:

@@ -30,6 +30,7 @@ from aiperf_web.reports.leaks import LeakPoint, leak_point
 from aiperf_web.runs.models import Run, RunLog, RunSample
 from aiperf_web.runs.publisher import LogLine, RunState, log_line, run_state
 from aiperf_web.teams.models import Membership
+from aiperf_web.teams.selectors import AnyUser, team_list_for_user
 
 MAX_HISTORY_POINTS = 720
 
@@ -157,6 +158,11 @@ def run_live_state(*, run_obj: Run) -> RunState | None:
         finished_at=row.finished_at,
         cancel_requested_at=row.cancel_requested_at,
     )
+
+
+def team_uuids_of(*, user: AnyUser) -> list[str]:
+    """The public ids of the user's teams: the runs-list socket's groups."""
+    return [str(u) for u in team_list_for_user(user=user).values_list("uuid", flat=True)]
 
 
 def viewer_still_allowed(*, session_key: str | None, user_pk: int, run_obj: Run | None) -> bool:

@@ -6,10 +6,16 @@ the channel layer as it happens (docs/product.md §5):
                                                                each change of the run's row
   run.log      {run_id, lines: [{id, at, level, message}]}     each stored log line
 
-The consumers (aiperf_web/live/consumers.py) subscribe to `run_group(run_id)` and forward; they
-never poll the row for these. Every message is sent after the row or sample it describes is
-stored, and a late joiner reads the stored state first (same seq numbers, same log ids), so a
-lost message costs only freshness. Publishing is best effort: it never fails the write."""
+and to the run's team's group (`team_group(team_id)`), for the runs-list sockets:
+
+  runs.changed {}                                              a run of the team was launched,
+                                                               changed status or stored a snapshot
+
+The consumers (aiperf_web/live/consumers.py) subscribe to these groups and forward (the runs
+list re-reads its rows when nudged, at most every LIST_POLL_S); they never poll for these.
+Every message is sent after the row or sample it describes is stored, and a late joiner reads
+the stored state first (same seq numbers, same log ids), so a lost message costs only
+freshness. Publishing is best effort: it never fails the write."""
 
 from __future__ import annotations
 
@@ -46,6 +52,10 @@ def run_group(run_uuid: str) -> str:
     return f"run-{run_uuid}"
 
 
+def team_group(team_uuid: str) -> str:
+    return f"team-runs-{team_uuid}"
+
+
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -71,27 +81,36 @@ def run_state(
     }
 
 
-def _send(run_uuid: str, message: dict[str, Any]) -> None:
+def _send(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(run_group(run_uuid), message)
+        async_to_sync(layer.group_send)(group, message)
     except Exception:
         # The row or sample is stored: a viewer catches up from it on its next look.
-        log.warning("run %s: live publish (%s) failed", run_uuid, message["type"], exc_info=True)
+        log.warning("%s: live publish (%s) failed", group, message["type"], exc_info=True)
 
 
-def publish_snapshot(*, run_uuid: str, seq: int, t_s: float, data: dict[str, Any]) -> None:
-    _send(
-        run_uuid, {"type": "run.snapshot", "run_id": run_uuid, "seq": seq, "t_s": t_s, "data": data}
-    )
+def publish_snapshot(
+    *, run_uuid: str, seq: int, t_s: float, data: dict[str, Any], team_uuid: str | None = None
+) -> None:
+    """The snapshot to the run's viewers; with `team_uuid`, a nudge to the team's runs lists
+    (its progress and leak flag moved)."""
+    message = {"type": "run.snapshot", "run_id": run_uuid, "seq": seq, "t_s": t_s, "data": data}
+    _send(run_group(run_uuid), message)
+    if team_uuid is not None:
+        publish_runs_changed(team_uuid=team_uuid)
 
 
 def publish_status(*, run_uuid: str, state: RunState) -> None:
-    _send(run_uuid, {"type": "run.status", "run_id": run_uuid, **state})
+    _send(run_group(run_uuid), {"type": "run.status", "run_id": run_uuid, **state})
 
 
 def publish_log(*, run_uuid: str, lines: list[LogLine]) -> None:
     if lines:
-        _send(run_uuid, {"type": "run.log", "run_id": run_uuid, "lines": lines})
+        _send(run_group(run_uuid), {"type": "run.log", "run_id": run_uuid, "lines": lines})
+
+
+def publish_runs_changed(*, team_uuid: str) -> None:
+    _send(team_group(team_uuid), {"type": "runs.changed"})

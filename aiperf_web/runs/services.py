@@ -39,7 +39,6 @@ from aiperf_web.core.text import reason_excerpt
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.endpoints.services import endpoint_attach_secrets, endpoint_target
-from aiperf_web.runs.live import log_line, publish_log, publish_status, run_state
 from aiperf_web.runs.models import (
     ACTIVE,
     FINAL,
@@ -49,6 +48,13 @@ from aiperf_web.runs.models import (
     RunSample,
     Status,
     TargetKind,
+)
+from aiperf_web.runs.publisher import (
+    log_line,
+    publish_log,
+    publish_runs_changed,
+    publish_status,
+    run_state,
 )
 from aiperf_web.runs.sink import RunSink
 from aiperf_web.runs.tickets import tickets_send, tickets_waiting
@@ -176,6 +182,8 @@ def run_launch(
         run_uuid = str(new.uuid)
         if enqueue:
             transaction.on_commit(lambda: tickets_send(run_uuid))
+        # The team's runs lists show it queued.
+        transaction.on_commit(lambda: _announce_team(new.team_id))
     return new
 
 
@@ -304,8 +312,10 @@ def run_cancel(*, actor: AnyUser, run_obj: Run) -> Run:
 
 
 def _announce(run_obj: Run) -> None:
-    """Tell the run's live viewers its row as it is now (status, reason, times): after every
-    write that changes them, so no viewer polls the row (aiperf_web/runs/live.py)."""
+    """Tell the run's live viewers its row as it is now (status, reason, times), and its team's
+    runs lists that it changed: after every write that changes them, so no viewer polls the row
+    (aiperf_web/runs/publisher.py)."""
+    _announce_team(run_obj.team_id)
     publish_status(
         run_uuid=str(run_obj.uuid),
         state=run_state(
@@ -316,6 +326,12 @@ def _announce(run_obj: Run) -> None:
             cancel_requested_at=run_obj.cancel_requested_at,
         ),
     )
+
+
+def _announce_team(team_id: int) -> None:
+    team_uuid = Team.objects.filter(pk=team_id).values_list("uuid", flat=True).first()
+    if team_uuid is not None:
+        publish_runs_changed(team_uuid=str(team_uuid))
 
 
 def _announce_pk(pk: int) -> None:

@@ -76,6 +76,7 @@ class RunSink:
     def __init__(self, *, run: Run, stop: threading.Event) -> None:
         self.run_pk = run.pk
         self.run_uuid = str(run.uuid)
+        self.team_uuid = str(run.team.uuid)  # its runs lists hear of each published snapshot
         self.stop = stop
         self.batch_size = settings.AIPERF_RECORD_BATCH
         self.records_written = 0
@@ -189,7 +190,9 @@ class RunSink:
         now = time.monotonic()
         if final or now - self._last_publish >= _PUBLISH_GAP_S:
             self._last_publish = now
-            publish_snapshot(run_uuid=self.run_uuid, seq=seq, t_s=t_s, data=data)
+            publish_snapshot(
+                run_uuid=self.run_uuid, seq=seq, t_s=t_s, data=data, team_uuid=self.team_uuid
+            )
 
     def _flush(self, batch: list[RecordDict]) -> None:
         self.records_written += records_insert(

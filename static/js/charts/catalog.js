@@ -58,13 +58,14 @@ function perWorker(unit, scale = 1, fixed = 0) {
         // pending: points added since the last draw (the fixed traces' are kept; the workers'
         // lines come whole from the store).
         chart.rebuild = (range, pending) => {
-          const keep = (chart.el.data || []).slice(0, fixed).map((tr, i) => {
+          const keep = (chart.data || []).slice(0, fixed).map((tr, i) => {
             const j = pending ? pending.idx.indexOf(i) : -1;
             return j < 0 ? tr : { ...tr, x: [...tr.x, ...pending.x[j]], y: [...tr.y, ...pending.y[j]] };
           });
           const lines = store.shown.map((w) => ({ ...trace(w), x: store.t.slice(), y: store.y[w].slice() }));
-          chart.baseTitle = chart.baseTitle || chart.el.layout.title.text;
-          const lay = { ...chart.el.layout, title: { ...chart.el.layout.title, text: `${chart.baseTitle}` +
+          const base = chart.layout;
+          chart.baseTitle = chart.baseTitle || base.title.text;
+          const lay = { ...base, title: { ...base.title, text: `${chart.baseTitle}` +
             ` <span style="font-size:11px;color:#667085">· the ${TOP_WORKERS} highest of ${k} workers</span>` } };
           if (range) lay.xaxis = { ...lay.xaxis, range: range.slice(), autorange: false };
           window.Plotly.react(chart.el, [...keep, ...lines], lay, chart.config);
@@ -177,7 +178,7 @@ export const CATALOG = {
       if (!names.length && !view.categories.length) return;
       const fresh = names.filter((n) => !view.categories.includes(n));
       if (fresh.length) {
-        if (!view.categories.length && chart.ready) window.Plotly.relayout(chart.el, { annotations: [] });
+        if (!view.categories.length) chart.relayout({ annotations: [] });
         chart.addTraces(fresh.map((n) => ({ ...line(n, CATEGORY_COLORS[n] || "#5f6368"), stackgroup: "errors" })));
         view.categories.push(...fresh);
       }

@@ -41,18 +41,32 @@ export function layout(title, yTitle, extra = {}) {
   };
 }
 
-// One chart: its element, its traces, the points waiting to be drawn.
+// One chart: its element, its traces, the points waiting to be drawn. It is plotted the first
+// time it is drawn (in view, or forced), with every point so far in one Plotly.newPlot: a long
+// report's charts below the fold cost nothing until they are scrolled to, and none is drawn
+// empty and then extended.
 export class Chart {
   constructor(el, traces, lay, { time = true } = {}) {
     this.el = el;
     this.time = time; // x is run time: part of the linked range, zoom and crosshair
+    this.traces = traces; // until plotted: then the element's own data
+    this.lay = lay;
     this.nTraces = traces.length;
     this.pending = null;
     this.range = null; // the x range last drawn
     this.ready = !!el;
+    this.plotted = false;
+    this.onPlotted = null;
     this.config = plotConfig();
     this.rebuild = null; // a whole redraw to do instead of extending (catalog.js perWorker)
-    if (el) window.Plotly.newPlot(el, traces, lay, this.config);
+  }
+  get data() { return this.plotted ? this.el.data : this.traces; }
+  get layout() { return this.plotted ? this.el.layout : this.lay; }
+  // A layout change: applied when plotted, else kept for the first plot (top-level keys).
+  relayout(update) {
+    if (!this.ready) return;
+    if (this.plotted) window.Plotly.relayout(this.el, update);
+    else Object.assign(this.lay, update);
   }
   // xs/ys: one array per trace index
   add(indices, xs, ys) {
@@ -70,49 +84,76 @@ export class Chart {
   // live range grows in steps).
   flush(range) {
     if (!this.ready) return false;
-    let drew = false;
+    const r = this.time ? range : null;
     if (this.rebuild) {
       // The chart's traces were re-chosen: drawn whole (their points included), not extended.
       const rebuild = this.rebuild, pending = this.pending;
       this.rebuild = null;
       this.pending = null;
-      rebuild(this.time ? range : null, pending);
-      this.range = this.time ? range : null;
-      drew = true;
+      rebuild(r, pending);
+      this.range = r;
+      this.markPlotted();
+      return true;
     }
+    if (!this.plotted) {
+      const p = this.pending;
+      this.pending = null;
+      if (p) {
+        p.idx.forEach((i, j) => {
+          const tr = this.traces[i];
+          for (let n = 0; n < p.x[j].length; n++) { tr.x.push(p.x[j][n]); tr.y.push(p.y[j][n]); }
+        });
+      }
+      if (r) for (const key of axisKeys(this.lay)) this.lay[key] = { ...this.lay[key], range: r.slice(), autorange: false };
+      window.Plotly.newPlot(this.el, this.traces, this.lay, this.config);
+      this.range = r;
+      this.markPlotted();
+      return true;
+    }
+    let drew = false;
     if (this.pending) {
       const p = this.pending;
       this.pending = null;
       window.Plotly.extendTraces(this.el, { x: p.x, y: p.y }, p.idx);
       drew = true;
     }
-    if (this.time && range && (!this.range || this.range[0] !== range[0] || this.range[1] !== range[1])) {
-      this.range = range;
-      window.Plotly.relayout(this.el, xRangeUpdate(this.el, range));
+    if (r && (!this.range || this.range[0] !== r[0] || this.range[1] !== r[1])) {
+      this.range = r;
+      window.Plotly.relayout(this.el, xRangeUpdate(this.el.layout, r));
       drew = true;
     }
     return drew;
   }
+  markPlotted() {
+    if (this.plotted) return;
+    this.plotted = true;
+    this.traces = null;
+    this.lay = null;
+    if (this.onPlotted) this.onPlotted(this);
+  }
   dirty(range) {
-    return !!this.pending || !!this.rebuild || (this.time && !!range && (!this.range || this.range[0] !== range[0] || this.range[1] !== range[1]));
+    if (!this.ready) return false;
+    if (!this.plotted || this.pending || this.rebuild) return true;
+    return this.time && !!range && (!this.range || this.range[0] !== range[0] || this.range[1] !== range[1]);
   }
   addTraces(traces) {
-    if (!this.ready) return;
-    if (this.rebuild) return; // the rebuild draws every trace
+    if (!this.ready || this.rebuild) return; // a rebuild draws every trace itself
+    this.nTraces += traces.length;
+    if (!this.plotted) { this.traces.push(...traces); return; }
     if (this.pending) { const p = this.pending; this.pending = null; window.Plotly.extendTraces(this.el, { x: p.x, y: p.y }, p.idx); }
     window.Plotly.addTraces(this.el, traces);
-    this.nTraces += traces.length;
   }
 }
 
+function axisKeys(lay) {
+  const keys = Object.keys(lay || {}).filter((k) => /^xaxis\d*$/.test(k));
+  return keys.length ? keys : ["xaxis"];
+}
+
 // Every x axis of a figure (subplots match the first): the update that sets their range.
-function xRangeUpdate(el, range) {
+function xRangeUpdate(lay, range) {
   const update = {};
-  const lay = el.layout || {};
-  for (const key of Object.keys(lay)) {
-    if (/^xaxis\d*$/.test(key)) { update[`${key}.range`] = range.slice(); update[`${key}.autorange`] = false; }
-  }
-  if (!Object.keys(update).length) { update["xaxis.range"] = range.slice(); update["xaxis.autorange"] = false; }
+  for (const key of axisKeys(lay)) { update[`${key}.range`] = range.slice(); update[`${key}.autorange`] = false; }
   return update;
 }
 
@@ -172,7 +213,7 @@ export class TimeLink {
       this.busy = true;
       try {
         for (const c of this.charts()) {
-          if (c === src || !c.ready || !c.el.isConnected || !c.visible()) continue;
+          if (c === src || !c.plotted || !c.el.isConnected) continue;
           const subplots = Object.keys(c.el._fullLayout || {}).filter((k) => /^xaxis\d*$/.test(k))
             .map((k) => `x${k.slice(5)}y${k.slice(5)}`);
           window.Plotly.Fx.hover(c.el, { xval: at }, subplots.length ? subplots : ["xy"]);
@@ -187,7 +228,7 @@ export class TimeLink {
     if (this.busy) return;
     this.busy = true;
     try {
-      for (const c of this.charts()) if (c !== source && c.ready) window.Plotly.Fx.unhover(c.el);
+      for (const c of this.charts()) if (c !== source && c.plotted) window.Plotly.Fx.unhover(c.el);
     } finally {
       this.busy = false;
     }

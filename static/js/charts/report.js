@@ -96,14 +96,16 @@ export function viewOptions(root, page, { live = false } = {}) {
 
 // The run page's drawing from the server's data: the history and latest snapshot, then the
 // report's own charts. `live`: the run is still going (its time range grows).
+// The offline export draws every chart at once (it may be printed); the page draws those in
+// view, the others as they are scrolled to.
 export function drawRunPage(root, page, { live = false } = {}) {
   const view = new RunView(root, viewOptions(root, page, { live }));
-  return finishRunPage(root, page, view);
+  return finishRunPage(root, page, view, { all: true });
 }
 
-export function finishRunPage(root, page, view) {
+export function finishRunPage(root, page, view, { all = false } = {}) {
   view.loadHistory(page.history);
-  view.draw(true);
+  view.draw(all);
   drawSlices(root.querySelector("#chart-depth"), page.by_depth || {}, "Latency by tree depth", ["0", "1", "2", "3+"]);
   drawSlices(root.querySelector("#chart-branch"), page.by_branch_mode || {}, "Latency by branch mode", ["root", "fork", "spawn"]);
   return view;

@@ -68,7 +68,7 @@ export class RunView {
       virtual: this.virtual,
       onZoom: (range) => { this.zoom = range; this.schedule(); },
     });
-    for (const s of this.series) if (s.chart.ready) this.link.attach(s.chart);
+    for (const s of this.series) s.chart.onPlotted = (chart) => this.link.attach(chart);
   }
 
   // Wall-clock time of run time t (seconds), as the viewer's time of day: from the run's start
@@ -104,7 +104,12 @@ export class RunView {
   observe() {
     if (!("IntersectionObserver" in window)) return;
     const els = [...this.series.map((s) => s.chart.el), ...this.panels.map((p) => p.el)].filter(Boolean);
-    this.visibleEls = new Set();
+    // In view now (the observer's first report comes a frame later): the first draw draws these.
+    const margin = 200, height = window.innerHeight || document.documentElement.clientHeight;
+    this.visibleEls = new Set(els.filter((el) => {
+      const r = el.getBoundingClientRect();
+      return r.bottom >= -margin && r.top <= height + margin;
+    }));
     this.observer = new IntersectionObserver((entries) => {
       let woke = false;
       for (const e of entries) {
@@ -286,7 +291,7 @@ export class RunView {
       if (body) body.hidden = state !== "reported";
       // Plotted while hidden (a live run before its first answer): it takes its width now.
       const chart = this.series.find((s) => s.spec.id === "chart-placement");
-      if (state === "reported" && chart && chart.chart.ready) window.Plotly.Plots.resize(chart.chart.el);
+      if (state === "reported" && chart && chart.chart.plotted) window.Plotly.Plots.resize(chart.chart.el);
     }
     if (!p) return;
     const values = {

@@ -9,7 +9,14 @@
 3. snapshot produced -> drawn in the browser, through the real channel layer (Redis when
    REDIS_URL is set): the producer stores and publishes snapshots the way the run sink does; the
    page notes when it drew each seq (both clocks are this machine's);
-4. main-thread time per snapshot on the live page at 64 workers, with every chart in view.
+4. main-thread time per snapshot on the live page at 64 workers, while the page scrolls up and
+   down through the charts (`--no-scroll`: parked at the latency charts; `--viewport tall`: every
+   chart in view);
+5. cancel: click on Cancel -> the page's badge says "cancelled", with a stand-in for the worker
+   (the run watcher's own poll, then the final save), over the real channel layer.
+
+The page is waited for with functions, never expression strings: the pages' Content-Security-
+Policy refuses the eval Playwright would use for those.
 
 Writes a team `bench-live` and its objects into the configured database and removes them at
 the end. Needs Chromium (`--chromium`, default /usr/bin/chromium) and Playwright for 2-4.
@@ -125,6 +132,8 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
         parser.add_argument("--verbose", action="store_true", help="draw time per chart")
         parser.add_argument("--viewport", choices=("laptop", "tall"), default="laptop")
+        parser.add_argument("--no-scroll", action="store_true", help="no scrolling (live part)")
+        parser.add_argument("--cancels", type=int, default=5, help="cancel clicks timed")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         # Playwright's sync API keeps an event loop on this thread; our ORM calls between its
@@ -258,10 +267,11 @@ class Command(BaseCommand):
                 for _ in range(3):
                     started = time.perf_counter()
                     page.goto(f"{base}/runs/{stored.uuid}/")
-                    page.wait_for_function("window.aiperfRun && aiperfRun.drawMs.length > 0")
+                    page.wait_for_function("() => window.aiperfRun && aiperfRun.drawMs.length > 0")
                     loads.append((time.perf_counter() - started) * 1000)
                 figures["report_1m_requests"]["browser_ready_ms"] = _summary(loads)
                 figures.update(self._live(page, base, team, user, template, opts))
+                figures.update(self._cancel(page, base, team, user, opts))
                 browser.close()
         finally:
             server.terminate()
@@ -274,8 +284,17 @@ class Command(BaseCommand):
     ) -> dict[str, Any]:  # fmt: skip
         live = self._run(team, user, Status.RUNNING)
         page.goto(f"{base}/runs/{live.uuid}/")
-        page.wait_for_function("document.getElementById('live-state').textContent === 'live'")
+        page.wait_for_function("() => document.getElementById('live-state').textContent === 'live'")
         page.locator("#chart-ttft").scroll_into_view_if_needed()
+        if not opts["no_scroll"]:
+            # A person reading the page: 120 px wheel steps every 50 ms, down to the bottom and
+            # back up (what makes charts enter and leave the view while snapshots arrive).
+            page.evaluate(
+                """() => { let dir = 1; window.benchScroll = setInterval(() => {
+                    const max = document.documentElement.scrollHeight - innerHeight;
+                    if (scrollY >= max - 2) dir = -1; else if (scrollY <= 2) dir = 1;
+                    window.scrollBy(0, 120 * dir); }, 50); }"""
+            )
         produced: dict[int, float] = {}
         interval = 1.0 / opts["rate"]
 
@@ -294,13 +313,15 @@ class Command(BaseCommand):
 
         producer = threading.Thread(target=produce, name="bench-producer")
         producer.start()
+        last = opts["snapshots"] - 1
         page.wait_for_function(
-            f"aiperfRun.view.lastSeq >= {opts['snapshots'] - 1} && "
-            f"aiperfRun.drawnAt[{opts['snapshots'] - 1}] !== undefined"
+            f"() => aiperfRun.view.lastSeq >= {last} && aiperfRun.drawnAt[{last}] !== undefined",
+            timeout=120_000,
         )
         producer.join()
+        page.evaluate("() => clearInterval(window.benchScroll)")
         probe = page.evaluate(
-            "({drawnAt: aiperfRun.drawnAt, drawMs: aiperfRun.drawMs, "
+            "() => ({drawnAt: aiperfRun.drawnAt, drawMs: aiperfRun.drawMs, "
             "ingestMs: aiperfRun.ingestMs, costs: aiperfRun.costs, frameMs: aiperfRun.frameMs})"
         )
         if opts["verbose"]:
@@ -322,9 +343,49 @@ class Command(BaseCommand):
                                      **_summary(latencies)},
             "main_thread_ms_per_snapshot_64_workers": {
                 "viewport": opts["viewport"],
+                "scrolling": not opts["no_scroll"],
                 "ingest_plus_draw": _summary(per_snapshot),
                 "ingest": _summary(ingest),
                 "draw": _summary(draw),
                 "longest_frame_ms": round(max(frames), 1) if frames else None,
             },
         }  # fmt: skip
+
+    def _cancel(
+        self, page: Any, base: str, team: Team, user: User, opts: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Click Cancel on a running run's page until the badge says cancelled. The worker is
+        stood in for by its own watcher (polls the row every _CANCEL_POLL_S) and final save,
+        so the figure is the web's path plus the worker's poll, as in a real run."""
+        from aiperf_web.runs.services import _finish, _Watcher
+
+        timings = []
+        for _ in range(opts["cancels"]):
+            running = self._run(team, user, Status.RUNNING)
+            stop = threading.Event()
+            watcher = _Watcher(run_pk=running.pk, stop=stop, limit_s=3600)
+
+            def worker(run_obj: Run = running, stop: threading.Event = stop) -> None:
+                try:
+                    stop.wait(30)
+                    _finish(run_obj=run_obj, status=Status.CANCELLED, reason="cancelled")
+                finally:
+                    connection.close()
+
+            page.goto(f"{base}/runs/{running.uuid}/")
+            page.wait_for_function(
+                "() => document.getElementById('live-state').textContent === 'live'"
+            )
+            watcher.start()
+            finisher = threading.Thread(target=worker, name="bench-cancel")
+            finisher.start()
+            started = time.perf_counter()
+            page.click("#cancel")
+            page.wait_for_function(
+                "() => document.getElementById('status-badge').textContent.trim() === 'cancelled'"
+            )
+            timings.append((time.perf_counter() - started) * 1000)
+            finisher.join()
+            watcher.done.set()
+            watcher.join()
+        return {"cancel_click_to_cancelled_badge_ms": _summary(timings)}
