@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, TypedDict
 from urllib.parse import urlsplit
 
 import httpx
@@ -32,6 +33,7 @@ __all__ = [
     "WebhookOwner",
     "webhook_check_url",
     "webhook_deliver",
+    "webhook_posted",
     "webhook_secret_token",
     "webhook_set",
     "webhook_signature",
@@ -98,6 +100,22 @@ def webhook_set(
     elif secret:
         owner.webhook_secret = webhook_secret_token(secret)
     owner.save(update_fields=["webhook_url", "webhook_secret"])
+
+
+class WebhookChange(TypedDict):
+    url: str
+    secret: str
+    clear_secret: bool
+
+
+def webhook_posted(data: Mapping[str, str]) -> WebhookChange:
+    """What the webhook form (templates/core/_webhook.html, a team's or a scenario's) posted,
+    as `webhook_set` and the owners' services take it."""
+    return {
+        "url": data.get("webhook_url", ""),
+        "secret": data.get("webhook_secret", ""),
+        "clear_secret": bool(data.get("webhook_clear_secret")),
+    }
 
 
 def webhook_signature(body: bytes, secret: str) -> str:

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from aiperf_web.core.errors import Invalid
 from aiperf_web.core.forms import add_service_errors, spec_initial, spec_values
 from aiperf_web.core.views import page
+from aiperf_web.core.webhooks import webhook_posted
 from aiperf_web.scenarios import selectors, services
 from aiperf_web.scenarios.forms import SampleImportForm, ScenarioForm, TraceUploadForm
 from aiperf_web.scenarios.models import Scenario
@@ -270,9 +271,7 @@ def scenario_webhook(request: HttpRequest, scenario_id: str) -> HttpResponse:
         services.scenario_webhook_set(
             actor=request.user,
             scenario=scenario,
-            url=request.POST.get("webhook_url", ""),
-            secret=request.POST.get("webhook_secret", ""),
-            clear_secret=bool(request.POST.get("webhook_clear_secret")),
+            **webhook_posted(request.POST),
         )
         messages.success(request, "Webhook saved.")
     except Invalid as exc:

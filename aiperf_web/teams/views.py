@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 
 from aiperf_web.core.errors import Invalid
 from aiperf_web.core.views import page
+from aiperf_web.core.webhooks import webhook_posted
 from aiperf_web.teams import selectors, services
 from aiperf_web.teams.models import Role
 
@@ -79,9 +80,7 @@ def team_webhook(request: HttpRequest, team_id: str) -> HttpResponse:
         services.team_webhook_set(
             actor=request.user,
             team=team,
-            url=request.POST.get("webhook_url", ""),
-            secret=request.POST.get("webhook_secret", ""),
-            clear_secret=bool(request.POST.get("webhook_clear_secret")),
+            **webhook_posted(request.POST),
         )
         messages.success(request, "Webhook saved.")
     except Invalid as exc:
