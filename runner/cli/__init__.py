@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn, Protocol, cast
 
-from runner.cli import bench, demo, inspect, mock_server, replay, simulate
+from runner.cli import bench, client_worker, demo, inspect, mock_server, replay, simulate
 from runner.errors import BadInput, RunnerError
 
 __all__ = ["main"]
@@ -23,7 +23,7 @@ EXIT_BROKEN_PIPE = 141
 
 # Subcommand modules, in the order --help lists them. Imported plainly: each keeps its own
 # heavy dependencies (the mock's server stack, benchmarks) inside the handler that needs them.
-_COMMANDS = (simulate, replay, mock_server, inspect, bench, demo)
+_COMMANDS = (simulate, replay, mock_server, inspect, bench, demo, client_worker)
 
 
 class _Command(Protocol):

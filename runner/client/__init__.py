@@ -10,7 +10,13 @@ socket pool under httpx; `http` ties them into the client.
 
 from runner.client.errors import EndpointError
 from runner.client.http import ErrorCategory, InferenceClient, ResponseResult, Timeouts, api_url
-from runner.client.openai import ChatRequest, CompletionRequest, InferenceRequest, merge_body
+from runner.client.openai import (
+    ChatRequest,
+    CompletionRequest,
+    EncodedRequest,
+    InferenceRequest,
+    merge_body,
+)
 from runner.client.preflight import EndpointInfo, preflight
 from runner.client.sse import SSEEvent, SSEParser
 from runner.client.transport import PooledTransport
@@ -18,6 +24,7 @@ from runner.client.transport import PooledTransport
 __all__ = [
     "ChatRequest",
     "CompletionRequest",
+    "EncodedRequest",
     "EndpointError",
     "EndpointInfo",
     "ErrorCategory",

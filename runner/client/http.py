@@ -292,7 +292,7 @@ class InferenceClient:
             "POST",
             self.url(request.path),
             headers=header_list,
-            content=encode_body(request.body()),
+            content=request.encoded(),
             extensions={"timeout": self._timeout_ext},
         )
         response = await self._transport.handle_async_request(outgoing)

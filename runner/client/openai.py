@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 __all__ = [
     "ChatRequest",
     "CompletionRequest",
+    "EncodedRequest",
     "InferenceRequest",
     "encode_body",
     "merge_body",
@@ -40,6 +41,9 @@ class ChatRequest:
         body: dict[str, Any] = {"model": self.model, "messages": self.messages}
         return _finish_body(body, self)
 
+    def encoded(self) -> bytes:
+        return encode_body(self.body())
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompletionRequest:
@@ -60,11 +64,27 @@ class CompletionRequest:
         body: dict[str, Any] = {"model": self.model, "prompt": self.prompt}
         return _finish_body(body, self)
 
+    def encoded(self) -> bytes:
+        return encode_body(self.body())
 
-InferenceRequest = ChatRequest | CompletionRequest
+
+@dataclass(frozen=True, slots=True)
+class EncodedRequest:
+    """A request whose body was built and encoded elsewhere (a run's orchestrator builds
+    every request; a client worker in another process sends the bytes as they are)."""
+
+    path: str
+    content: bytes
+    stream: bool = True
+
+    def encoded(self) -> bytes:
+        return self.content
 
 
-def _finish_body(body: dict[str, Any], request: InferenceRequest) -> dict[str, Any]:
+InferenceRequest = ChatRequest | CompletionRequest | EncodedRequest
+
+
+def _finish_body(body: dict[str, Any], request: ChatRequest | CompletionRequest) -> dict[str, Any]:
     body["stream"] = request.stream
     if request.max_tokens is not None:
         body["max_tokens"] = request.max_tokens

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from runner.client import ResponseResult, Timeouts
-from runner.live.sender import LocalSender, RequestSender
+from runner.live.sender import LocalSender, ReportsWorkerLoss, RequestSender
 from runner.live.served import ServedIndex
 from runner.metrics import RequestRecord, RunMetrics
 from runner.metrics.records import ErrorCategory
@@ -80,6 +80,8 @@ async def replay_live(
     gives each snapshot the endpoint's latest /metrics view."""
     run = _LiveRun(traces, config, sink, sender)
     run.server_metrics = server_metrics
+    if isinstance(run.sender, ReportsWorkerLoss):
+        run.sender.on_worker_lost = run.lose_worker
     try:
         return await run.run(stop or asyncio.Event())
     finally:
@@ -131,6 +133,14 @@ class _LiveRun:
         self.stopped_reason: str | None = None
         self.pending_records: list[RecordDict] = []
         self.drain_deadline: float | None = None  # when in-flight requests get cancelled
+        self.workers_lost: list[dict[str, float]] = []  # {"worker", "at_s"}, in order
+
+    def lose_worker(self, worker: int) -> None:
+        """A client worker's host stopped answering (its owed requests were answered
+        `worker_lost` by the sender): the engine drops it, its sessions fail or migrate."""
+        self.workers_lost.append({"worker": worker, "at_s": round(self.now(), 3)})
+        self.engine.lose_worker(worker)
+        self.wake.set()
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -189,6 +199,8 @@ class _LiveRun:
         summary = run_summary(engine, self.metrics, elapsed_s=elapsed_s)
         summary["stopped_reason"] = self.stopped_reason
         summary["migrations"] = _matrix(engine.caches.migrations)
+        if self.workers_lost:
+            summary["client_workers_lost"] = list(self.workers_lost)
         if self.served.labels:
             summary["inference_worker_ids"] = {
                 str(index): served for index, served in sorted(self.served.labels.items())

@@ -11,14 +11,14 @@ ResponseResult back; the engine, its routing and its books stay in one place.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from runner.client import InferenceClient, ResponseResult, Timeouts
 from runner.live.prompts import RequestBuilder
 from runner.replay.engine import Dispatch
 from runner.trace import Trace
 
-__all__ = ["LocalSender", "RequestSender"]
+__all__ = ["LocalSender", "ReportsWorkerLoss", "RequestSender"]
 
 
 class RequestSender(Protocol):
@@ -27,6 +27,14 @@ class RequestSender(Protocol):
         when the calling task is cancelled (the record then says `cancelled`)."""
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ReportsWorkerLoss(Protocol):
+    """A sender whose client workers can be lost (processes elsewhere): the driver sets
+    `on_worker_lost` so the engine hears of each loss (its sessions fail or migrate)."""
+
+    on_worker_lost: Callable[[int], None] | None
 
 
 class LocalSender:

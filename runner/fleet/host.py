@@ -1,0 +1,322 @@
+"""A client worker in its own process: receives built requests from its stream, sends them
+over its own connection pool, keeps its own session copies, and returns the results.
+
+A host knows nothing of routing or traces. It holds a copy of every session it served (the
+history it last sent) until that session's last turn is answered here; copies of sessions
+whose later turns went to another worker stay, which is the stale-copy leak of seed 004, now
+in a real process's memory. Its heartbeat reports RSS, CPU time, requests in flight and its
+copies, so the orchestrator and the live page see each worker as the operating system does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from runner.client import EncodedRequest, InferenceClient, ResponseResult, Timeouts
+from runner.fleet.wire import (
+    CONTROL_CANCEL,
+    CONTROL_STOP,
+    GROUP,
+    HEARTBEAT_S,
+    HEARTBEAT_TTL_S,
+    CreditEntry,
+    RunKeys,
+    decode_credit,
+    encode_result,
+)
+
+__all__ = ["HostReport", "read_host_config", "run_host", "write_host_config"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_READ_BATCH = 512  # stream entries per read: one tick's worth at thousands of credits/s
+_READ_BLOCK_MS = 100  # a read waits this long for work before checking whether to leave
+_FINAL_FLUSH_S = 10.0  # after the stop: in-flight answers and the last results, at most
+
+
+@dataclass(slots=True)
+class HostReport:
+    worker: int
+    sent: int = 0
+    cancelled: int = 0
+    copies: int = 0  # session copies still held when the run ended (stale ones)
+    copy_bytes: int = 0
+    rss_start_bytes: int = 0
+    rss_end_bytes: int = 0
+    stopped: str = ""  # "stop" (told to), "orphaned" (the orchestrator went away)
+
+
+@dataclass(slots=True)
+class _State:
+    sessions: dict[str, bytes] = field(default_factory=dict)
+    copy_bytes: int = 0
+    tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)
+    outbox: list[bytes] = field(default_factory=list)
+    acks: list[bytes] = field(default_factory=list)
+    flush_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def rss_bytes() -> int:
+    """This process's resident set now (Linux), else its peak."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def write_host_config(
+    client: Any,
+    keys: RunKeys,
+    *,
+    endpoint: str,
+    api_key: str | None,
+    headers: dict[str, str],
+    timeouts: Timeouts,
+    connections: int,
+    ttl_s: int,
+) -> Any:
+    """What every host of the run needs to reach the endpoint (a pipeline or client call)."""
+    payload = {
+        "endpoint": endpoint,
+        "api_key": api_key,
+        "headers": headers,
+        "timeouts": [timeouts.connect_s, timeouts.read_s, timeouts.total_s, timeouts.pool_s],
+        "connections": connections,
+    }
+    return client.set(keys.prefix + "config", json.dumps(payload), ex=ttl_s)
+
+
+def read_host_config(raw: bytes) -> tuple[InferenceClient, str]:
+    config = json.loads(raw)
+    connect_s, read_s, total_s, pool_s = config["timeouts"]
+    client = InferenceClient(
+        config["endpoint"],
+        concurrency=max(1, int(config["connections"])),
+        api_key=config["api_key"],
+        headers=config["headers"],
+        timeouts=Timeouts(connect_s=connect_s, read_s=read_s, total_s=total_s, pool_s=pool_s),
+    )
+    return client, config["endpoint"]
+
+
+async def run_host(
+    redis_url: str, run: str, worker: int, *, wait_config_s: float = 30.0
+) -> HostReport:
+    """Serve client worker `worker` of run `run` until the orchestrator says stop (or stops
+    refreshing the run's `alive` key). Returns what this worker did and holds."""
+    keys = RunKeys(run)
+    stream = keys.credits(worker)
+    consumer = f"{socket.gethostname()}:{os.getpid()}"
+    r = aioredis.from_url(redis_url, socket_timeout=15.0, socket_connect_timeout=5)
+    report = HostReport(worker=worker, rss_start_bytes=rss_bytes())
+    try:
+        raw = await _wait_for(r, keys.prefix + "config", wait_config_s)
+        if raw is None:
+            report.stopped = "orphaned"
+            return report
+        client, _ = read_host_config(raw)
+        with contextlib.suppress(ResponseError):  # BUSYGROUP: the orchestrator made it
+            await r.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        state = _State()
+        wall_offset = time.time() - time.perf_counter()
+        flusher = asyncio.create_task(_flush(r, keys, stream, state, report))
+        beats = asyncio.create_task(_heartbeat(r, keys, worker, state, report, consumer))
+        try:
+            try:
+                report.stopped = await _serve(
+                    r, stream, consumer, client, state, report, wall_offset
+                )
+            except (aioredis.RedisError, OSError) as exc:
+                report.stopped = f"failed: {exc}"
+            # Answer what is still in flight, then hand the last results over: bounded, so a
+            # host whose Redis went away still leaves.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_FINAL_FLUSH_S):
+                    if state.tasks:
+                        await asyncio.gather(*state.tasks.values(), return_exceptions=True)
+                    while (state.outbox or state.acks) and not flusher.done():
+                        state.flush_wanted.set()
+                        await asyncio.sleep(0.005)
+        finally:
+            beats.cancel()
+            flusher.cancel()
+            for task in list(state.tasks.values()):
+                task.cancel()
+            with contextlib.suppress(TimeoutError, aioredis.RedisError, OSError):
+                async with asyncio.timeout(_FINAL_FLUSH_S):
+                    await asyncio.gather(
+                        beats, flusher, *state.tasks.values(), return_exceptions=True
+                    )
+                    await client.aclose()
+                    await r.delete(keys.heartbeat(worker))
+        report.copies = len(state.sessions)
+        report.copy_bytes = state.copy_bytes
+        report.rss_end_bytes = rss_bytes()
+        return report
+    finally:
+        await r.aclose()
+
+
+async def _wait_for(r: aioredis.Redis, key: str, timeout_s: float) -> bytes | None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        raw = cast(bytes | None, await r.get(key))
+        if raw is not None or time.monotonic() >= deadline:
+            return raw
+        await asyncio.sleep(0.05)
+
+
+async def _serve(
+    r: aioredis.Redis,
+    stream: str,
+    consumer: str,
+    client: InferenceClient,
+    state: _State,
+    report: HostReport,
+    wall_offset: float,
+) -> str:
+    while True:
+        reply = await r.xreadgroup(
+            GROUP, consumer, {stream: ">"}, count=_READ_BATCH, block=_READ_BLOCK_MS
+        )
+        if report.stopped:  # orphaned (heartbeat) or failed (flusher)
+            return report.stopped
+        if not reply:
+            continue
+        entries = cast(list[tuple[bytes, dict[bytes, bytes]]], cast(Any, reply)[0][1])
+        for entry_id, fields in entries:
+            control = fields.get(b"c")
+            if control is None:
+                entry = decode_credit(fields)
+                state.tasks[entry.id] = asyncio.create_task(
+                    _send(client, entry, entry_id, state, wall_offset)
+                )
+                report.sent += 1
+                continue
+            state.acks.append(entry_id)
+            if control == CONTROL_CANCEL:
+                for credit_id in fields[b"ids"].split(b","):
+                    task = state.tasks.get(int(credit_id))
+                    if task is not None:
+                        task.cancel()
+                        report.cancelled += 1
+            elif control == CONTROL_STOP:
+                return "stop"
+        state.flush_wanted.set()
+
+
+async def _send(
+    client: InferenceClient,
+    entry: CreditEntry,
+    entry_id: bytes,
+    state: _State,
+    wall_offset: float,
+) -> None:
+    # The copy this worker now holds of the session's history: what it last sent.
+    old = state.sessions.get(entry.session_id)
+    if old is not None:
+        state.copy_bytes -= len(old)
+    state.sessions[entry.session_id] = entry.body
+    state.copy_bytes += len(entry.body)
+    results: list[ResponseResult] = []
+    try:
+        await client.send(
+            EncodedRequest(entry.path, entry.body),
+            headers=entry.headers or None,
+            on_result=results.append,
+        )
+    except asyncio.CancelledError:
+        pass  # cancelled by the orchestrator, which has recorded it already
+    finally:
+        del state.tasks[entry.id]
+        if entry.session_end:
+            gone = state.sessions.pop(entry.session_id, None)
+            if gone is not None:
+                state.copy_bytes -= len(gone)
+        if results:
+            state.outbox.append(encode_result(entry.id, results[0], wall_offset))
+        state.acks.append(entry_id)
+        state.flush_wanted.set()
+
+
+async def _flush(
+    r: aioredis.Redis, keys: RunKeys, stream: str, state: _State, report: HostReport
+) -> None:
+    """Results and acknowledgements go out in one pipelined round trip per batch: what
+    finished while the previous batch was on the wire makes the next one. A host that cannot
+    return results is of no use: it leaves, its heartbeat stops, and the orchestrator settles
+    what it owed as lost."""
+    try:
+        await _flush_forever(r, keys, stream, state)
+    except (aioredis.RedisError, OSError) as exc:
+        report.stopped = f"failed: {exc}"
+
+
+async def _flush_forever(r: aioredis.Redis, keys: RunKeys, stream: str, state: _State) -> None:
+    while True:
+        await state.flush_wanted.wait()
+        state.flush_wanted.clear()
+        if not (state.outbox or state.acks):
+            continue
+        results, state.outbox = state.outbox, []
+        acks, state.acks = state.acks, []
+        pipe = r.pipeline(transaction=False)
+        if results:
+            pipe.rpush(keys.returns, *results)
+        if acks:
+            pipe.xack(stream, GROUP, *acks)
+        await pipe.execute()
+
+
+async def _heartbeat(
+    r: aioredis.Redis,
+    keys: RunKeys,
+    worker: int,
+    state: _State,
+    report: HostReport,
+    consumer: str,
+) -> None:
+    """Beats every HEARTBEAT_S; leaves when the orchestrator's `alive` key is gone (it died
+    or the run ended without telling this host), so no host outlives its run for long."""
+    ttl_ms = int(HEARTBEAT_TTL_S * 1000)
+    silent_since: float | None = None
+    while True:
+        beat = {
+            "worker": worker,
+            "host": consumer,
+            "t": time.time(),
+            "rss_bytes": rss_bytes(),
+            "cpu_s": round(time.process_time(), 3),
+            "in_flight": len(state.tasks),
+            "copies": len(state.sessions),
+            "copy_bytes": state.copy_bytes,
+            "sent": report.sent,
+        }
+        pipe = r.pipeline(transaction=False)
+        pipe.set(keys.heartbeat(worker), json.dumps(beat), px=ttl_ms)
+        pipe.exists(keys.prefix + "alive")
+        try:
+            _, alive = await pipe.execute()
+            silent_since = None
+        except (aioredis.RedisError, OSError):
+            # A blip: keep serving; Redis gone for longer than a heartbeat's life means the
+            # orchestrator has already counted this worker lost.
+            now = time.monotonic()
+            silent_since = silent_since or now
+            alive = now - silent_since < HEARTBEAT_TTL_S
+        if not alive:
+            report.stopped = report.stopped or "orphaned"
+            for task in list(state.tasks.values()):
+                task.cancel()
+        await asyncio.sleep(HEARTBEAT_S)

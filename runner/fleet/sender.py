@@ -1,0 +1,375 @@
+"""The orchestrator's side: a `RequestSender` whose client workers are processes elsewhere.
+
+The engine, its router and its books stay in the orchestrating process; every dispatch is
+built here (`RequestBuilder`), appended to its worker's stream, and its result popped from
+the run's one return list. Everything is batched per event-loop tick: all credits issued in a
+tick go out in one pipelined round trip, and one blocking pop takes every result waiting.
+Hosts are watched by their heartbeats; a host that stops beating is lost: its credits still
+owed are classified (sent and unanswered, or never read) and answered as `worker_lost`, never
+re-sent, and the engine is told so its sessions fail or migrate by its own rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from runner.client import ResponseResult, Timeouts
+from runner.errors import ErrorCategory, RunnerError
+from runner.fleet.host import write_host_config
+from runner.fleet.wire import (
+    CONTROL_CANCEL,
+    CONTROL_STOP,
+    GROUP,
+    HEARTBEAT_TTL_S,
+    CreditEntry,
+    RunKeys,
+    decode_result,
+    encode_credit,
+)
+from runner.live.prompts import RequestBuilder
+from runner.replay.engine import Dispatch
+from runner.trace import Trace
+
+__all__ = ["FleetError", "FleetSender", "LostWorker"]
+
+_POP_BATCH = 1024
+_POP_BLOCK_S = 0.05  # a pop waits this long before the watcher's checks run again
+_ALIVE_TTL_S = 10  # the hosts leave once the orchestrator stops refreshing this long
+_CONFIG_TTL_S = 24 * 3600
+_REDIS_GRACE_S = 10.0  # Redis unreachable this long: the run's owed requests are settled
+_LINGER_S = 60  # the run's keys outlive its end by this much
+# No Redis command waits longer than this for its answer (blocking ones block far less).
+SOCKET_TIMEOUT_S = 15.0
+
+
+class FleetError(RunnerError):
+    """The run's client-worker hosts could not be reached or did not all come up."""
+
+
+@dataclass(frozen=True, slots=True)
+class LostWorker:
+    worker: int
+    at_s: float  # orchestrator clock (perf_counter)
+    in_flight: int  # credits the host had read and not answered
+    unread: int  # credits still in its stream, never read
+    redelivered: int  # of the in-flight ones, entries delivered more than once
+
+
+@dataclass(slots=True)
+class _Owed:
+    future: asyncio.Future[ResponseResult]
+    worker: int
+    sent_at: float
+
+
+@dataclass(slots=True)
+class FleetStats:
+    credits: int = 0
+    flushes: int = 0
+    pops: int = 0
+    results: int = 0
+    late_results: int = 0  # answers for credits already settled (cancelled, lost)
+    lost: list[LostWorker] = field(default_factory=list)
+
+
+class FleetSender:
+    """Client workers 0..workers-1, each a host process reading `credits:<w>` of run `run`.
+
+    `start()` writes the hosts' configuration, creates the streams and waits for every host's
+    first heartbeat; hosts may be started before or after it. `on_worker_lost` is called once
+    per lost host (the live driver points it at the engine's `lose_worker`).
+    """
+
+    def __init__(
+        self,
+        traces: Sequence[Trace],
+        *,
+        redis_url: str,
+        run: str,
+        workers: int,
+        endpoint: str,
+        model: str,
+        api_key: str | None,
+        headers: dict[str, str],
+        timeouts: Timeouts,
+        connections: int,
+        isolate_trees: bool,
+        want_worker_id: bool,
+        ignore_eos: bool,
+    ) -> None:
+        self.builder = RequestBuilder(
+            traces,
+            model=model,
+            isolate_trees=isolate_trees,
+            want_worker_id=want_worker_id,
+            ignore_eos=ignore_eos,
+        )
+        self.keys = RunKeys(run)
+        self.workers = workers
+        self.endpoint = endpoint
+        self.api_key = api_key
+        self.headers = headers
+        self.timeouts = timeouts
+        # Each host gets its share of the run's connections (at least a few of its own).
+        self.connections = max(4, -(-connections // workers))
+        self.redis = aioredis.from_url(
+            redis_url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=5
+        )
+        self.on_worker_lost: Callable[[int], None] | None = None
+        self.stats = FleetStats()
+        self.heartbeats: dict[int, dict[str, Any]] = {}
+        self.broken: str | None = None  # why Redis is given up on, once it is
+        self._ids = itertools.count(1)
+        self._owed: dict[int, _Owed] = {}
+        self._outbox: dict[int, list[dict[bytes, bytes]]] = {}
+        self._cancels: dict[int, list[int]] = {}
+        self._flush_wanted = asyncio.Event()
+        self._lost: set[int] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wall_offset = time.time() - time.perf_counter()
+
+    async def start(self, *, timeout_s: float = 60.0) -> None:
+        keys = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(keys.prefix + "alive", b"1", ex=_ALIVE_TTL_S)
+        write_host_config(
+            pipe,
+            keys,
+            endpoint=self.endpoint,
+            api_key=self.api_key,
+            headers=self.headers,
+            timeouts=self.timeouts,
+            connections=self.connections,
+            ttl_s=_CONFIG_TTL_S,
+        )
+        try:
+            await pipe.execute()
+            for worker in range(self.workers):
+                with contextlib.suppress(ResponseError):  # BUSYGROUP: a host made it
+                    await self.redis.xgroup_create(
+                        keys.credits(worker), GROUP, id="0", mkstream=True
+                    )
+        except (OSError, ConnectionError, aioredis.RedisError) as exc:
+            raise FleetError(f"cannot reach Redis for the run's client workers: {exc}") from exc
+        deadline = time.monotonic() + timeout_s
+        while True:
+            beats = await self._read_heartbeats()
+            if len(beats) == self.workers:
+                self.heartbeats = beats
+                break
+            if time.monotonic() >= deadline:
+                missing = sorted(set(range(self.workers)) - set(beats))
+                raise FleetError(
+                    f"client workers {missing} did not start within {timeout_s:g} s "
+                    f"({len(beats)} of {self.workers} answered): start more host processes "
+                    "or lower the run's client workers"
+                )
+            await asyncio.sleep(0.05)
+        self._tasks = [
+            asyncio.create_task(self._resilient(self._flush_loop)),
+            asyncio.create_task(self._resilient(self._pop_loop)),
+            asyncio.create_task(self._resilient(self._watch_loop)),
+        ]
+
+    async def _resilient(self, loop: Callable[[], Awaitable[None]]) -> None:
+        """Run one of the sender's loops through Redis blips; when Redis stays unreachable
+        for _REDIS_GRACE_S, settle everything owed as lost so the run ends instead of
+        waiting forever for answers that cannot come."""
+        failing_since: float | None = None
+        while True:
+            try:
+                await loop()
+            except (aioredis.RedisError, OSError) as exc:
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since >= _REDIS_GRACE_S:
+                    self._give_up(f"lost contact with Redis: {exc}")
+                    return
+                await asyncio.sleep(0.1)
+            else:
+                failing_since = None
+
+    def _give_up(self, detail: str) -> None:
+        self.broken = detail
+        now = time.perf_counter()
+        for entry in self._owed.values():
+            if not entry.future.done():
+                entry.future.set_result(
+                    _failed(entry.sent_at, ErrorCategory.WORKER_LOST, detail, end_s=now)
+                )
+        self._owed.clear()
+
+    # ------------------------------------------------------------------------ sending
+
+    async def send(self, dispatch: Dispatch, on_result: Callable[[ResponseResult], None]) -> None:
+        worker = dispatch.worker
+        sent_at = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ResponseResult] = loop.create_future()
+        if worker in self._lost or self.broken:
+            detail = self.broken or f"client worker {worker} lost"
+            on_result(_failed(sent_at, ErrorCategory.WORKER_LOST, detail))
+            return
+        request, headers = self.builder.build(dispatch)
+        credit = dispatch.credit
+        credit_id = next(self._ids)
+        self._owed[credit_id] = _Owed(future, worker, sent_at)
+        entry = CreditEntry(
+            id=credit_id,
+            session_id=credit.session_id,
+            session_end=credit.turn_index + 1 >= credit.num_turns,
+            path=request.path,
+            body=request.encoded(),
+            headers=dict(headers),
+        )
+        self._outbox.setdefault(worker, []).append(encode_credit(entry))
+        self.stats.credits += 1
+        self._flush_wanted.set()
+        try:
+            result = await future
+        except asyncio.CancelledError:
+            if self._owed.pop(credit_id, None) is not None:
+                self._cancels.setdefault(worker, []).append(credit_id)
+                self._flush_wanted.set()
+            on_result(_failed(sent_at, ErrorCategory.CANCELLED, "cancelled by the caller"))
+            raise
+        on_result(result)
+
+    async def _flush_loop(self) -> None:
+        keys = self.keys
+        while True:
+            await self._flush_wanted.wait()
+            self._flush_wanted.clear()
+            if not (self._outbox or self._cancels):
+                continue
+            outbox, self._outbox = self._outbox, {}
+            cancels, self._cancels = self._cancels, {}
+            pipe = self.redis.pipeline(transaction=False)
+            for worker, entries in outbox.items():
+                stream = keys.credits(worker)
+                for fields in entries:
+                    pipe.xadd(stream, fields)  # type: ignore[arg-type]
+            for worker, ids in cancels.items():
+                fields = {b"c": CONTROL_CANCEL, b"ids": ",".join(map(str, ids)).encode()}
+                pipe.xadd(keys.credits(worker), fields)  # type: ignore[arg-type]
+            await pipe.execute()
+            self.stats.flushes += 1
+
+    async def _pop_loop(self) -> None:
+        returns = self.keys.returns
+        offset = self._wall_offset
+        owed = self._owed
+        while True:
+            reply = await self.redis.blmpop(
+                _POP_BLOCK_S, 1, returns, direction="LEFT", count=_POP_BATCH
+            )
+            if not reply:
+                continue
+            self.stats.pops += 1
+            for raw in cast(list[bytes], reply[1]):
+                credit_id, result = decode_result(raw, offset)
+                entry = owed.pop(credit_id, None)
+                if entry is None or entry.future.done():
+                    self.stats.late_results += 1
+                    continue
+                self.stats.results += 1
+                entry.future.set_result(result)
+
+    # ------------------------------------------------------------------------ watching
+
+    async def _read_heartbeats(self) -> dict[int, dict[str, Any]]:
+        names = [self.keys.heartbeat(w) for w in range(self.workers)]
+        values = await self.redis.mget(names)
+        return {w: json.loads(v) for w, v in enumerate(values) if v is not None}
+
+    async def _watch_loop(self) -> None:
+        keys = self.keys
+        while True:
+            await asyncio.sleep(HEARTBEAT_TTL_S / 6)
+            await self.redis.set(keys.prefix + "alive", b"1", ex=_ALIVE_TTL_S)
+            beats = await self._read_heartbeats()
+            self.heartbeats = beats
+            for worker in range(self.workers):
+                if worker not in beats and worker not in self._lost:
+                    await self._lose(worker)
+
+    async def _lose(self, worker: int) -> None:
+        """Settle everything owed by a silent host: what it had read and not answered (its
+        stream's pending entries, with their delivery counts) and what it never read."""
+        self._lost.add(worker)
+        stream = self.keys.credits(worker)
+        in_flight = redelivered = 0
+        with contextlib.suppress(aioredis.RedisError):
+            pending = await self.redis.xpending_range(stream, GROUP, "-", "+", 100_000)
+            in_flight = len(pending)
+            redelivered = sum(1 for p in pending if int(p["times_delivered"]) > 1)
+        now = time.perf_counter()
+        owed = [(cid, o) for cid, o in self._owed.items() if o.worker == worker]
+        unread = max(0, len(owed) - in_flight)
+        detail = f"client worker {worker} stopped answering"
+        for credit_id, entry in owed:
+            del self._owed[credit_id]
+            if not entry.future.done():
+                entry.future.set_result(
+                    _failed(entry.sent_at, ErrorCategory.WORKER_LOST, detail, end_s=now)
+                )
+        self._outbox.pop(worker, None)
+        self.stats.lost.append(LostWorker(worker, now, in_flight, unread, redelivered))
+        if self.on_worker_lost is not None:
+            self.on_worker_lost(worker)
+
+    def lost_workers(self) -> list[LostWorker]:
+        return list(self.stats.lost)
+
+    # ------------------------------------------------------------------------ closing
+
+    async def aclose(self) -> None:
+        """Tell every host the run is over, and remove the run's keys."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        keys = self.keys
+        with contextlib.suppress(aioredis.RedisError, OSError):
+            pipe = self.redis.pipeline(transaction=False)
+            for worker in range(self.workers):
+                pipe.xadd(keys.credits(worker), {b"c": CONTROL_STOP})
+            # Hosts read their stop within a read block; the run's keys go a minute later
+            # (deleting a stream a slow host has yet to read would cut it off mid-goodbye).
+            # A host that missed its stop leaves a few seconds later all the same.
+            pipe.expire(keys.prefix + "alive", 3)
+            for key in (
+                keys.prefix + "config",
+                keys.returns,
+                *[keys.credits(w) for w in range(self.workers)],
+            ):
+                pipe.expire(key, _LINGER_S)
+            await pipe.execute()
+        await self.redis.aclose()
+
+
+def _failed(
+    start_s: float, error: ErrorCategory, detail: str, *, end_s: float | None = None
+) -> ResponseResult:
+    return ResponseResult(
+        start_s=start_s,
+        end_s=time.perf_counter() if end_s is None else end_s,
+        first_token_s=None,
+        chunk_times_s=(),
+        output_tokens=0,
+        prompt_tokens=None,
+        cached_tokens=None,
+        served_by=None,
+        status=None,
+        error=error,
+        error_detail=detail,
+    )

@@ -1,0 +1,347 @@
+"""One run's client workers as separate processes over real Redis (runner/fleet): the routing
+figures of the in-process engine, session copies held in the hosts' own memory, a host lost
+mid-run, and hosts that never outlive their orchestrator.
+
+Every test starts real `python -m runner client-worker` processes against the real mock
+server; Redis is the machine's (skips with the reason when there is none)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from runner.affinity.emitters import AffinityConfig, AffinityKind
+from runner.client import ResponseResult, Timeouts
+from runner.cluster import ClusterConfig
+from runner.errors import ErrorCategory
+from runner.fleet import FleetSender, RunKeys
+from runner.fleet.wire import (
+    CreditEntry,
+    decode_credit,
+    decode_result,
+    encode_credit,
+    encode_result,
+)
+from runner.live import LiveConfig, replay_live
+from runner.mockserver import MockServerConfig, start_mock_server
+from runner.replay.engine import EngineConfig
+from runner.replay.scheduler import ReplayConfig
+from runner.routing.router import Policy
+from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
+from tests.fixtures import CLAUDE_CODE_SUBAGENTS
+
+ROOT = Path(__file__).resolve().parents[3]
+REDIS_URL = os.environ.get("AIPERF_FLEET_TEST_REDIS", "redis://127.0.0.1:6379/5")
+ROUTING_KEYS = (
+    "requests",
+    "sessions",
+    "trees_completed",
+    "worker_switches",
+    "sessions_multi_worker",
+    "orphaned_session_copies",
+    "errors",
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _redis() -> None:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis at {REDIS_URL} ({exc}): the fleet needs one")
+
+
+@pytest.fixture(scope="module")
+def mock() -> Iterator[str]:
+    config = MockServerConfig(cluster=ClusterConfig(workers=8, time_scale=0.0))
+    with start_mock_server(config, process=True) as server:
+        yield server.url
+
+
+def trace() -> Trace:
+    return generate_synthetic(
+        SyntheticConfig(seed=3, trees=6, main_turns=(4, 8), subagent_turns=(2, 4))
+    )
+
+
+class Hosts:
+    def __init__(self, run: str, workers: int) -> None:
+        self.procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "runner",
+                    "client-worker",
+                    "--redis",
+                    REDIS_URL,
+                    "--run",
+                    run,
+                    "--worker",
+                    str(w),
+                    "--wait-s",
+                    "60",
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for w in range(workers)
+        ]
+
+    def reports(self) -> list[dict]:
+        out = []
+        for proc in self.procs:
+            try:
+                stdout, stderr = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGUSR1)  # the host prints what it waits on
+                time.sleep(1)
+                proc.kill()
+                _, stderr = proc.communicate()
+                pytest.fail(f"a host did not leave after its run:\n{stderr[-4000:]}")
+            assert stderr == "", stderr
+            out.append(json.loads(stdout))
+        return out
+
+    def kill(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def sender_for(url: str, traces: list[Trace], workers: int, run: str) -> FleetSender:
+    return FleetSender(
+        traces,
+        redis_url=REDIS_URL,
+        run=run,
+        workers=workers,
+        endpoint=url,
+        model="mock-model",
+        api_key=None,
+        headers={},
+        timeouts=Timeouts(),
+        connections=32,
+        isolate_trees=True,
+        want_worker_id=True,
+        ignore_eos=True,
+    )
+
+
+def agent_replay() -> tuple[list[Trace], ReplayConfig]:
+    """The project's Claude Code session, each of 8 lanes replaying it from t* in 100-300 s,
+    around its SPAWN subagents: the same requests every run whatever the timing, and a
+    legacy run bounces the subagents whose parent turn is gone (tests/runner/live)."""
+    agent = load_trace(CLAUDE_CODE_SUBAGENTS)
+    span_s = agent.trees[0].span_s
+    config = ReplayConfig(
+        concurrency=8,
+        max_trees=8,
+        start_window=(100.0 / span_s, 300.0 / span_s),
+        speedup=5000.0,
+        seed=2,
+    )
+    return [agent], config
+
+
+def replay(
+    url: str,
+    engine: EngineConfig,
+    *,
+    workers: int = 0,
+    traces: list[Trace] | None = None,
+    replay_config: ReplayConfig | None = None,
+):
+    """The same run in-process (`workers` 0) or with that many host processes; returns the
+    summary and, for the fleet, each host's report."""
+    traces = traces or [trace()]
+    config = LiveConfig(
+        endpoint=url,
+        model="mock-model",
+        replay=replay_config or ReplayConfig(concurrency=6, max_trees=6, speedup=200.0),
+        engine=engine,
+    )
+    if not workers:
+        return asyncio.run(replay_live(traces, config)).summary, []
+    run = uuid.uuid4().hex[:12]
+    hosts = Hosts(run, workers)
+    try:
+
+        async def go():
+            sender = sender_for(url, traces, workers, run)
+            await sender.start(timeout_s=60)
+            return (await replay_live(traces, config, sender=sender)).summary
+
+        summary = asyncio.run(go())
+        return summary, hosts.reports()
+    finally:
+        hosts.kill()
+
+
+def test_host_processes_give_the_routing_figures_of_the_in_process_engine(mock):
+    traces, replay_config = agent_replay()
+    engine = EngineConfig(client_workers=4, policy=Policy.SPAWN_PIN)
+    local, _ = replay(mock, engine, traces=traces, replay_config=replay_config)
+    fleet, reports = replay(mock, engine, workers=4, traces=traces, replay_config=replay_config)
+    assert {k: fleet[k] for k in ROUTING_KEYS} == {k: local[k] for k in ROUTING_KEYS}
+    assert fleet["worker_switches"] == 0 and fleet["orphaned_session_copies"] == 0
+    assert sum(r["sent"] for r in reports) == fleet["requests"]
+    assert all(r["stopped"] == "stop" for r in reports)
+    assert sum(r["copies"] for r in reports) == 0  # every session freed where it ended
+
+
+def test_legacy_bounces_leave_real_stale_copies_in_the_hosts(mock):
+    """Legacy's bounces happen across real processes, and every stale copy the engine's books
+    count is bytes held by the host that served the session. (How many bounces a live legacy
+    run makes depends on which worker is least loaded at each instant, in-process too: two
+    in-process runs of this replay differ by one or two, so the count is checked within the
+    run, against the hosts' own memory.)"""
+    traces, replay_config = agent_replay()
+    engine = EngineConfig(client_workers=4, policy=Policy.LEGACY)
+    fleet, reports = replay(mock, engine, workers=4, traces=traces, replay_config=replay_config)
+    assert fleet["worker_switches"] > 0 and fleet["sessions_multi_worker"] > 0
+    assert sum(r["copies"] for r in reports) == fleet["orphaned_session_copies"] > 0
+    assert sum(r["copy_bytes"] for r in reports) > 0
+    assert sum(r["sent"] for r in reports) == fleet["requests"]
+    assert all(r["stopped"] == "stop" for r in reports)
+
+
+def test_lineage_binds_each_tree_once_and_never_closes_early_across_processes(mock):
+    traces, replay_config = agent_replay()
+    affinity = AffinityConfig(kind=AffinityKind.DYNAMO_HEADERS, scope="lineage")
+    engine = EngineConfig(client_workers=3, policy=Policy.SPAWN_PIN, affinity=affinity)
+    fleet, _ = replay(mock, engine, workers=3, traces=traces, replay_config=replay_config)
+    assert fleet["trees_completed"] == 8 and fleet["errors"] == 0
+    assert fleet["affinity_binds"] == fleet["trees_started"]  # one key per tree: the root's
+    # Only a provably tree-final request closes; whether a tree's last request is known final
+    # when it is issued depends on its siblings' timing, so some trees are left to the TTL.
+    assert 0 < fleet["affinity_closes"] <= fleet["trees_completed"]
+    assert fleet["early_closes"] == 0
+
+
+def test_a_host_killed_mid_run_is_lost_and_the_run_ends(mock):
+    """SIGKILL one host once requests flow: the run does not hang; what it owed is answered
+    `worker_lost` (never silently dropped or re-sent), the engine migrates its sessions, and
+    the summary names the worker and when."""
+    engine = EngineConfig(client_workers=3, policy=Policy.SPAWN_PIN, on_worker_loss="migrate")
+    traces = [trace()]
+    config = LiveConfig(
+        endpoint=mock,
+        model="mock-model",
+        # Slow enough that the run is still going when the host dies.
+        replay=ReplayConfig(concurrency=6, max_trees=6, speedup=20.0),
+        engine=engine,
+    )
+    run = uuid.uuid4().hex[:12]
+    hosts = Hosts(run, 3)
+    try:
+
+        async def go():
+            sender = sender_for(mock, traces, 3, run)
+            await sender.start(timeout_s=60)
+
+            async def kill_when_busy():
+                while sender.stats.results < 10:
+                    await asyncio.sleep(0.02)
+                os.kill(hosts.procs[1].pid, signal.SIGKILL)
+
+            killer = asyncio.create_task(kill_when_busy())
+            result = await replay_live(traces, config, sender=sender)
+            await killer
+            return result, sender
+
+        started = time.monotonic()
+        result, sender = asyncio.run(go())
+        elapsed = time.monotonic() - started
+    finally:
+        hosts.kill()
+    summary = result.summary
+    assert [lost["worker"] for lost in summary["client_workers_lost"]] == [1]
+    assert [lost.worker for lost in sender.lost_workers()] == [1]
+    # Every credit sent has its outcome: answered by a host, or classified as lost.
+    assert sender.stats.credits == sender.stats.results + sum(
+        lost.in_flight + lost.unread for lost in sender.lost_workers()
+    )
+    assert summary["trees_completed"] + summary.get("trees_cut", 0) == 6
+    assert elapsed < 120  # a lost host must not hold the run for its whole read timeout
+
+
+def test_a_host_leaves_when_its_orchestrator_is_gone():
+    """No orchestrator refreshes the run's `alive` key: the host notices within seconds and
+    exits instead of waiting forever (an orchestrator killed mid-run leaves no strays)."""
+    run = uuid.uuid4().hex[:12]
+    keys = RunKeys(run)
+    client = redis.Redis.from_url(REDIS_URL)
+    client.set(keys.prefix + "alive", b"1", ex=1)
+    config = {
+        "endpoint": "http://127.0.0.1:9",
+        "api_key": None,
+        "headers": {},
+        "timeouts": [1, 1, None, None],
+        "connections": 4,
+    }
+    client.set(keys.prefix + "config", json.dumps(config), ex=60)
+    hosts = Hosts(run, 1)
+    try:
+        (report,) = hosts.reports()
+    finally:
+        hosts.kill()
+        client.delete(keys.prefix + "config", keys.credits(0))
+    assert report["stopped"] == "orphaned"
+    assert hosts.procs[0].returncode == 1
+
+
+def test_credits_and_results_cross_the_wire_intact():
+    entry = CreditEntry(
+        id=7,
+        session_id="s-1",
+        session_end=True,
+        path="/v1/chat/completions",
+        body=b'{"model":"m"}',
+        headers={"X-Dynamo-Session-ID": "abc"},
+    )
+    assert decode_credit(encode_credit(entry)) == entry
+    result = ResponseResult(
+        start_s=10.0,
+        end_s=12.0,
+        first_token_s=10.5,
+        chunk_times_s=(10.5, 11.0, 11.5, 12.0),
+        output_tokens=4,
+        prompt_tokens=100,
+        cached_tokens=64,
+        served_by="w3",
+        status=200,
+        error=None,
+    )
+    credit_id, back = decode_result(encode_result(7, result, 1000.0), 1000.0)
+    assert credit_id == 7
+    assert back.ttft_s == pytest.approx(0.5) and back.latency_s == pytest.approx(2.0)
+    assert len(back.chunk_times_s) == 4
+    assert back.chunk_times_s[-1] - back.chunk_times_s[0] == pytest.approx(1.5)
+    failed = ResponseResult(
+        start_s=1.0,
+        end_s=1.0,
+        first_token_s=None,
+        chunk_times_s=(),
+        output_tokens=0,
+        prompt_tokens=None,
+        cached_tokens=None,
+        served_by=None,
+        status=None,
+        error=ErrorCategory.CONNECT,
+        error_detail="refused",
+    )
+    assert decode_result(encode_result(1, failed, 0.0), 0.0)[1].error is ErrorCategory.CONNECT
