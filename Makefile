@@ -38,11 +38,13 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest
 
-# When the run above used PostgreSQL + Redis, the web tests run again on the embedded default.
+# When the run above used PostgreSQL + Redis, the web tests whose behaviour depends on the shape
+# run again on the embedded default: those marked embedded_shape, which tests/web/conftest.py
+# gives every web test that uses the database unless it is marked shape_independent.
 web-embedded: $(STAMP)
 	@if [ -n "$$DATABASE_URL$$REDIS_URL" ]; then \
-		echo "web tests on the embedded default (SQLite, in-process worker)"; \
-		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest tests/web; \
+		echo "web tests on the embedded default (SQLite, in-process worker, in-memory broker)"; \
+		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest tests/web -m embedded_shape; \
 	fi
 
 # Benchmarks print figures; they are never pass/fail timing checks.

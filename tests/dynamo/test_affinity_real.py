@@ -80,10 +80,32 @@ def mock_16() -> Iterator[str]:
         yield server.url
 
 
-def test_preflight_finds_the_header_generation_with_affinity_on(real_dynamo: DynamoCluster) -> None:
-    result = replay(
-        real_dynamo.base_url, real_dynamo.model, affinity="dynamo-headers", scope="lineage"
-    )
+class HeaderRuns:
+    """The header-affinity replays on the real Dynamo, one per scope, each made the first time
+    a test asks for it and read by every test after: each run is new to the server (prompts
+    and session ids carry a per-run salt), so a run shared by four tests shows each of them
+    what a run of its own would, at a third of the time (a replay is ~8 s on 2 cores)."""
+
+    def __init__(self, dynamo: DynamoCluster) -> None:
+        self.dynamo = dynamo
+        self.done: dict[str, tuple[RunResult, ListSink]] = {}
+
+    def __call__(self, scope: str) -> tuple[RunResult, ListSink]:
+        if scope not in self.done:
+            sink = ListSink()
+            knobs = {"affinity": "dynamo-headers", "scope": scope}
+            result = replay(self.dynamo.base_url, self.dynamo.model, sink, **knobs)
+            self.done[scope] = (result, sink)
+        return self.done[scope]
+
+
+@pytest.fixture(scope="module")
+def header_runs(real_dynamo: DynamoCluster) -> HeaderRuns:
+    return HeaderRuns(real_dynamo)
+
+
+def test_preflight_finds_the_header_generation_with_affinity_on(header_runs: HeaderRuns) -> None:
+    result, _ = header_runs("lineage")
     assert result.status == "succeeded", result.stopped_reason
 
 
@@ -106,14 +128,10 @@ def test_nvext_affinity_stops_at_preflight_naming_dynamo_headers(
 
 
 def test_lineage_keeps_trees_whole_and_children_on_the_roots_worker(
-    real_dynamo: DynamoCluster,
+    header_runs: HeaderRuns,
 ) -> None:
-    lineage = replay(
-        real_dynamo.base_url, real_dynamo.model, affinity="dynamo-headers", scope="lineage"
-    ).summary
-    conversation = replay(
-        real_dynamo.base_url, real_dynamo.model, affinity="dynamo-headers", scope="conversation"
-    ).summary
+    lineage = header_runs("lineage")[0].summary
+    conversation = header_runs("conversation")[0].summary
     placed = lineage["placement"]
     assert placed is not None and placed["trees"] == 8
     assert placed["trees_split"] == 0
@@ -131,10 +149,8 @@ def test_lineage_keeps_trees_whole_and_children_on_the_roots_worker(
     assert lineage["prefix_cache_hit_ratio"] >= conversation["prefix_cache_hit_ratio"] - 0.001
 
 
-def test_the_run_scrapes_the_frontends_metrics(real_dynamo: DynamoCluster) -> None:
-    summary = replay(
-        real_dynamo.base_url, real_dynamo.model, affinity="dynamo-headers", scope="lineage"
-    ).summary
+def test_the_run_scrapes_the_frontends_metrics(header_runs: HeaderRuns) -> None:
+    summary = header_runs("lineage")[0].summary
     metrics = summary["server_metrics"]
     assert metrics.get("available") is not False, metrics
     assert json.dumps(metrics) != "{}"
@@ -152,16 +168,15 @@ def test_header_affinity_off_stops_a_header_run_with_the_flag_to_set(tmp_path: P
 
 
 def test_the_mock_places_trees_as_the_real_dynamo_does(
-    real_dynamo: DynamoCluster, mock_16: str
+    header_runs: HeaderRuns, mock_16: str
 ) -> None:
     """Same workload, seed, lanes and mode on both (each run is new to the server: prompts and
     session ids carry a per-run salt). Lineage: all 8 trees whole and every child request on
     its root's worker, on both. Conversation: both split trees and put children elsewhere."""
     for scope in ("lineage", "conversation"):
-        real_sink, mock_sink = ListSink(), ListSink()
-        knobs = {"affinity": "dynamo-headers", "scope": scope}
-        real = replay(real_dynamo.base_url, real_dynamo.model, real_sink, **knobs)
-        mock = replay(mock_16, "mock-model", mock_sink, **knobs)
+        real, real_sink = header_runs(scope)
+        mock_sink = ListSink()
+        mock = replay(mock_16, "mock-model", mock_sink, affinity="dynamo-headers", scope=scope)
         real_split = split_trees(real_sink.record_list)
         mock_split = split_trees(mock_sink.record_list)
         placements = [result.summary["placement"] for result in (real, mock)]

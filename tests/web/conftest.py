@@ -27,6 +27,23 @@ from django.test import Client
 from tests.fixtures import DAG_SPAWN
 
 ROOT = Path(__file__).resolve().parents[2]
+WEB_TESTS = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks given here
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Every web test that uses the database (and so the worker, broker and channel layer of
+    the shape it runs in) is marked `embedded_shape`, unless it says it is
+    `shape_independent`: `make web-embedded` runs again, on the embedded default, only those.
+    The rest (pure checks, and tests that start `serve` in a shape of their own) behave the
+    same whatever DATABASE_URL and REDIS_URL say, so the first pass is enough."""
+    for item in items:
+        if WEB_TESTS not in Path(str(item.fspath)).parents:
+            continue
+        if item.get_closest_marker("shape_independent") is not None:
+            continue
+        if "django_db_setup" in item.fixturenames or item.get_closest_marker("django_db"):
+            item.add_marker(pytest.mark.embedded_shape)
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.web.conftest import World
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
 
+# Run once, on the production shape when there is one: what it checks (no 5xx, answers as the
+# schema says) belongs to the API layer; the database engines' own edge cases (NUL, huge
+# offsets, oversized bodies) are pinned by test_hostile_http.py, which runs in both shapes.
+@pytest.mark.shape_independent
 def test_the_api_holds_to_its_schema_under_generated_requests(
     transactional_db: Any, mock_url: str, service: str, tmp_path: Path
 ) -> None:

@@ -44,6 +44,7 @@ def test_asked_for_but_not_installed_it_says_how_to_install_and_serves_without(
 
 
 @pytest.mark.dynamo
+@pytest.mark.shape_independent  # the Dynamo processes are the same in every shape
 def test_the_real_dynamo_starts_and_becomes_a_builtin_dynamo_endpoint_with_header_affinity(
     db: Any, mock_url: str, tmp_path: Path
 ) -> None:
