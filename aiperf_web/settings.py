@@ -241,7 +241,18 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # The queue runs go to (`celery -A aiperf_web worker -Q runs`); tests use their own.
 AIPERF_RUNS_QUEUE = env_str("AIPERF_RUNS_QUEUE", "runs")
 CELERY_TASK_DEFAULT_QUEUE = AIPERF_RUNS_QUEUE
-CELERY_TASK_ROUTES = {"runs.*": {"queue": AIPERF_RUNS_QUEUE}}
+# Client workers as processes (runner/fleet): a run with client_worker_processes sends each of
+# its client workers to a host task (`fleet.host`) on this queue, consumed by `celery -A
+# aiperf_web worker -Q hosts` processes on any machine that reaches Redis and the endpoints;
+# one pool process hosts one client worker for a run's length. Needs Redis.
+AIPERF_HOSTS_QUEUE = env_str("AIPERF_HOSTS_QUEUE", "hosts")
+AIPERF_HOST_PROCESSES = env_int("AIPERF_HOST_PROCESSES", 4)  # what `manage.py serve` starts
+AIPERF_FLEET_REDIS_URL = env_str("AIPERF_FLEET_REDIS_URL") or REDIS_URL
+AIPERF_FLEET_START_TIMEOUT_S = env_int("AIPERF_FLEET_START_TIMEOUT_S", 60)
+CELERY_TASK_ROUTES = {
+    "runs.*": {"queue": AIPERF_RUNS_QUEUE},
+    "fleet.*": {"queue": AIPERF_HOSTS_QUEUE},
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # acks_late on Redis redelivers a task still unacknowledged after the visibility timeout; runs
 # may last hours, so keep it longer than any run. A redelivered run finds itself already

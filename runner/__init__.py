@@ -8,21 +8,26 @@ names (a test enforces it):
                                    the knobs' vocabularies (RunSpec's own choices), for forms
     MAX_DURATION_S                 the longest run a spec accepts (AIPERF_MAX_DURATION_S)
     EndpointTarget, SimulatedTarget, Workload, SyntheticConfig
-    run(spec, *, traces, sink, stop) -> RunResult      either clock, blocking
+    run(spec, *, traces, sink, stop, fleet) -> RunResult   either clock, blocking
     run_async(...)                                      the same inside an event loop
+    FleetPlan(redis_url, start_hosts)                   client workers as processes (fleet)
+    run_host(redis_url, run_key, worker)                one client worker's process
     Sink, ListSink, Snapshot, Summary, RecordDict       what a run reports while it goes
     load_workload, load_trace, inspect_trace, Trace, DEFAULT_MAX_BYTES, FILE_FORMATS
     dump_native(trace) -> str                           a loaded trace as native JSON lines
     check_endpoint(...)                                 the preflight alone ("test connection")
     check_affinity(...) -> AffinityDetection            the Dynamo affinity generation and modes
-    RunnerError > BadInput > (SpecError, TraceError, EndpointError)
+    RunnerError > BadInput > (SpecError, TraceError, EndpointError); RunnerError > FleetError
 
 Nothing here imports a web framework, and the HTTP server stack (the mock server) loads only
 when its command runs.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from runner.client import EndpointError, EndpointInfo
 from runner.errors import BadInput, RunnerError, SpecError, TraceError
+from runner.fleet import FleetError, FleetPlan
 from runner.limits import MAX_DURATION_S
 from runner.live.probe import AffinityDetection
 from runner.metrics.records import ERROR_CATEGORIES, ErrorCategory
@@ -63,6 +68,9 @@ from runner.trace import (
     load_trace,
 )
 
+if TYPE_CHECKING:
+    from runner.fleet.host import run_host
+
 __all__ = [
     "AFFINITIES",
     "ARRIVALS",
@@ -83,6 +91,8 @@ __all__ = [
     "EndpointInfo",
     "EndpointTarget",
     "ErrorCategory",
+    "FleetError",
+    "FleetPlan",
     "InferenceWorkerArrays",
     "ListSink",
     "RecordDict",
@@ -108,4 +118,15 @@ __all__ = [
     "parse_spec",
     "run",
     "run_async",
+    "run_host",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # run_host brings the Redis client: loaded when a host process asks for it, never with
+    # the face (a test holds the face free of server stacks).
+    if name == "run_host":
+        from runner.fleet.host import run_host
+
+        return run_host
+    raise AttributeError(f"module 'runner' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import resource
-from typing import Final, Literal, Protocol, TypedDict
+from typing import Any, Final, Literal, Protocol, TypedDict
 
 from runner.affinity.placement import PlacementFigures
 from runner.metrics import LatencyTimeSeries, RequestRecord, RunMetrics, SeriesPoint
@@ -149,6 +149,9 @@ class Snapshot(TypedDict):
     # Where the server put trees (serving worker per request); None until it reports one.
     placement: PlacementFigures | None
     server_metrics: ServerMetricsView | None  # the endpoint's /metrics, latest scrape (live)
+    # Client workers hosted as processes (runner/fleet): each as its host last reported it
+    # (host, RSS, CPU, in flight, session copies held, lost_at_s); None when in-process.
+    hosts: list[dict[str, Any]] | None
 
 
 class Summary(TypedDict, total=False):
@@ -190,6 +193,10 @@ class Summary(TypedDict, total=False):
     placement: PlacementFigures | None
     inference_worker_ids: dict[str, str]  # index -> the server's worker id, when renumbered
     server_metrics: ServerMetricsSummary  # the endpoint's /metrics over the run (live)
+    # Client workers hosted as processes: the hosts' last reports, credits and results
+    # counted, late answers, and each lost worker with what it owed (runner/fleet).
+    fleet: dict[str, Any]
+    client_workers_lost: list[dict[str, float]]  # {"worker", "at_s"}, in order
 
 
 class Drain(TypedDict):
@@ -400,6 +407,7 @@ class SnapshotBuilder:
         in_flight: int,
         bound_keys: list[int] | None = None,
         server_metrics: ServerMetricsView | None = None,
+        hosts: list[dict[str, Any]] | None = None,
         final: bool = False,
     ) -> Snapshot:
         engine = self.engine
@@ -493,6 +501,7 @@ class SnapshotBuilder:
             "state": engine.state_sizes(),
             "placement": routing["placement"],
             "server_metrics": server_metrics,
+            "hosts": hosts,
         }
 
     def observe(self, record: RequestRecord) -> None:

@@ -18,8 +18,10 @@ from typing import Any, Literal, TypeVar, cast
 
 from runner.client import EndpointInfo, preflight
 from runner.errors import SpecError, Stopped
+from runner.fleet import FleetPlan, LocalHosts
 from runner.live import LiveConfig, replay_live
 from runner.live.probe import probe_affinity
+from runner.live.sender import RequestSender
 from runner.metrics.histogram import LatencyHistogram
 from runner.output import LATENCY_KEYS, SUMMARY_KEYS, RunStatus, Sink, Summary
 from runner.servermetrics import ServerMetricsScraper, same_origin
@@ -66,6 +68,7 @@ def run(
     traces: Sequence[Trace] | None = None,
     sink: Sink | None = None,
     stop: threading.Event | None = None,
+    fleet: FleetPlan | None = None,
 ) -> RunResult:
     """Run `spec` to its end and return the result; blocks. `stop`, set from any thread,
     ends the run promptly and keeps what was measured (status `cancelled`). Must not be
@@ -73,7 +76,7 @@ def run(
     endpoint that cannot serve the run raises EndpointError before anything is sent."""
     if isinstance(spec.target, SimulatedTarget):
         return _simulate(spec, spec.target, traces, sink, stop)
-    return asyncio.run(run_async(spec, traces=traces, sink=sink, stop=stop))
+    return asyncio.run(run_async(spec, traces=traces, sink=sink, stop=stop, fleet=fleet))
 
 
 async def run_async(
@@ -82,9 +85,11 @@ async def run_async(
     traces: Sequence[Trace] | None = None,
     sink: Sink | None = None,
     stop: threading.Event | asyncio.Event | None = None,
+    fleet: FleetPlan | None = None,
 ) -> RunResult:
     """`run` for callers already inside an event loop. A simulated target runs inline (it
-    never awaits), so prefer `run` for those."""
+    never awaits), so prefer `run` for those. A spec with `client_worker_processes` needs
+    `fleet`: the Redis its client-worker hosts meet it on, and how to start them."""
     target = spec.target
     if isinstance(target, SimulatedTarget):
         thread_stop = stop if isinstance(stop, threading.Event) else None
@@ -105,6 +110,7 @@ async def run_async(
             unavailable = await _unless_stopped(_check_endpoint(spec, target, sink), async_stop)
         except Stopped as stopped:
             return _stopped_before_start(stopped, sink)
+        sender, hosts = await _fleet(spec, target, loaded, fleet, sink)
         scraper = _metrics_scraper(target, sink)
         await scraper.start()
         try:
@@ -113,10 +119,13 @@ async def run_async(
                 _live_config(spec, target),
                 sink=sink,
                 stop=async_stop,
+                sender=sender,
                 server_metrics=scraper,
             )
         finally:
             await scraper.stop()
+            if hosts is not None:
+                await asyncio.to_thread(hosts.close)
     finally:
         if relay is not None:
             relay.cancel()
@@ -252,6 +261,60 @@ def _metrics_scraper(target: EndpointTarget, sink: Sink | None) -> ServerMetrics
         headers=headers,
         log=None if sink is None else sink.log,
     )
+
+
+async def _fleet(
+    spec: RunSpec,
+    target: EndpointTarget,
+    traces: Sequence[Trace],
+    plan: FleetPlan | None,
+    sink: Sink | None,
+) -> tuple[RequestSender | None, LocalHosts | None]:
+    """The client workers' hosts started and answering, when the spec wants processes."""
+    if not spec.client_worker_processes:
+        return None, None
+    if plan is None:
+        raise SpecError(
+            "client_worker_processes needs a Redis the hosts and this process reach: pass "
+            "--fleet-redis URL (the command line) or run it from the web service with Redis",
+            fields={"client_worker_processes": "needs Redis"},
+        )
+    from runner.fleet.sender import FleetSender  # the Redis client, only for such runs
+
+    workers = spec.client_workers
+    sender = FleetSender(
+        traces,
+        redis_url=plan.redis_url,
+        run=plan.run_key,
+        workers=workers,
+        endpoint=target.url,
+        model=target.model,
+        api_key=target.api_key_value,
+        headers=dict(target.headers),
+        timeouts=target.timeouts,
+        connections=min(4096, max(8, (spec.concurrency or 16) * 4)),
+        isolate_trees=spec.isolate_trees,
+        want_worker_id=target.want_worker_id,
+        ignore_eos=True,
+    )
+    hosts = None
+    if plan.start_hosts is None:
+        hosts = LocalHosts(plan.redis_url, plan.run_key, workers)
+    else:
+        plan.start_hosts(plan.run_key, workers)
+    if sink is not None:
+        sink.log("info", f"waiting for {workers} client-worker processes (fleet {plan.run_key})")
+    try:
+        await sender.start(timeout_s=plan.start_timeout_s)
+    except BaseException:
+        await sender.aclose()
+        if hosts is not None:
+            await asyncio.to_thread(hosts.close, 5.0)
+        raise
+    if sink is not None:
+        placed = sorted({str(beat.get("host")) for beat in sender.heartbeats.values()})
+        sink.log("info", f"{workers} client-worker processes answering on {', '.join(placed)}")
+    return sender, hosts
 
 
 def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:

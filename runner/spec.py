@@ -384,6 +384,11 @@ class RunSpec(BaseModel):
         description="client workers, each caching its sessions "
         + _RAISE.format("AIPERF_MAX_CLIENT_WORKERS"),
     )
+    client_worker_processes: bool = Field(
+        default=False,
+        description="live runs: each client worker in a process of its own (its own "
+        "connections, session copies and memory), fed over Redis; routing stays in one place",
+    )
 
     # -- server-side affinity (§4.5)
     affinity: AffinityName = Field(default="none", description="what requests carry")
@@ -460,6 +465,11 @@ class RunSpec(BaseModel):
                 "closed timing on an instant cluster (time_scale 0) never moves the simulated "
                 "clock: give max_requests or max_trees, or a time_scale of at least "
                 f"{MIN_TIME_SCALE}"
+            )
+        if self.client_worker_processes and isinstance(self.target, SimulatedTarget):
+            raise ValueError(
+                "client_worker_processes applies to live runs (an endpoint target): a "
+                "simulated run has no processes to spread"
             )
         if self.affinity == "header":
             AffinityConfig(kind=AffinityKind.HEADER, header_name=self.header_name)

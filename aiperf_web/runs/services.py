@@ -39,6 +39,7 @@ from aiperf_web.core.text import reason_excerpt
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.endpoints.services import endpoint_attach_secrets, endpoint_target
+from aiperf_web.runs.fleet import fleet_check, fleet_plan
 from aiperf_web.runs.models import (
     ACTIVE,
     FINAL,
@@ -154,6 +155,7 @@ def run_launch(
         endpoint_name = endpoint.name
         target_kind = TargetKind.ENDPOINT
     spec = spec_override(spec, overrides, prefix="overrides")
+    fleet_check(spec)
     if endpoint is not None:
         spec = _affinity_for_endpoint(spec, endpoint=endpoint, overrides=overrides)
         assert isinstance(spec.target, EndpointTarget)
@@ -675,7 +677,7 @@ def _execute_claimed(*, run_uuid: str) -> str:
         sink = RunSink(run=run_obj, stop=stop)
         with tempfile.TemporaryDirectory(prefix="aiperf-run-") as tmp:
             spec = _materialize_traces(spec, Path(tmp))
-            result = run(spec, sink=sink, stop=stop)
+            result = run(spec, sink=sink, stop=stop, fleet=fleet_plan(spec))
         sink.close()
         summary = dict(result.summary)
         if sink.failure is not None:

@@ -1,4 +1,5 @@
-"""`python -m runner bench router|sim|client`: benchmarks that print figures, never verdicts."""
+"""`python -m runner bench router|sim|client|fleet|...`: benchmarks that print figures, never
+verdicts."""
 
 from __future__ import annotations
 
@@ -74,6 +75,29 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     client.add_argument("--json", action="store_true", help="print one JSON object")
     client.set_defaults(handler=_run_client)
+
+    fleet = kinds.add_parser(
+        "fleet",
+        help="client workers as processes over Redis: added round trip, CPU, requests/s",
+        description="Side by side in one run against the mock: what the trip through Redis "
+        "adds per request at an open-loop rate, the orchestrator's CPU per credit beside the "
+        "in-process engine, and closed-loop requests/s with 1, 2 and 4 host processes.",
+    )
+    fleet.add_argument(
+        "--redis", default="redis://127.0.0.1:6379/5", metavar="URL", help="Redis to use"
+    )
+    fleet.add_argument("--rate", type=float, default=2000.0, help="open-loop credits/s")
+    fleet.add_argument("--rate-duration", type=float, default=10.0, metavar="S")
+    fleet.add_argument("--requests", type=int, default=6000, help="closed-loop requests")
+    fleet.add_argument("--concurrency", type=int, default=64, help="closed-loop lanes")
+    fleet.add_argument(
+        "--rss",
+        action="store_true",
+        help="instead: each host's RSS over a long run, legacy beside spawn-pin",
+    )
+    fleet.add_argument("--rss-duration", type=float, default=60.0, metavar="S")
+    fleet.add_argument("--json", action="store_true", help="print one JSON object")
+    fleet.set_defaults(handler=_run_fleet)
 
     cluster = kinds.add_parser("cluster", help="simulated cluster: microseconds per submit")
     cluster.add_argument("--requests", type=int, default=100_000)
@@ -170,6 +194,27 @@ def _run_client(args: argparse.Namespace) -> int:
         print_json(result)
     else:
         print_table(result, title="client")
+    return 0
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    from runner.bench.fleet import bench_fleet, bench_fleet_rss
+
+    if args.rss:
+        figures = bench_fleet_rss(redis_url=args.redis, duration_s=args.rss_duration)
+        print_json(figures)
+        return 0
+    result = bench_fleet(
+        redis_url=args.redis,
+        rate_per_s=args.rate,
+        rate_duration_s=args.rate_duration,
+        closed_requests=args.requests,
+        concurrency=args.concurrency,
+    ).as_dict()
+    if args.json:
+        print_json(result)
+    else:
+        print_table(result, title="fleet")
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import IO, Any, Literal
 from runner.cli.options import add_workload_options, build_spec, endpoint_target
 from runner.cli.output import print_json, print_table
 from runner.errors import SpecError
+from runner.fleet import FleetPlan
 from runner.output import RecordDict, Snapshot
 from runner.run import run as run_spec
 from runner.spec import EndpointTarget
@@ -101,6 +102,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="FILE.json|FILE.csv",
         help="write the summary as JSON or CSV",
     )
+    fleet = parser.add_argument_group("client workers as processes")
+    fleet.add_argument(
+        "--client-worker-processes",
+        action="store_true",
+        help="start one `client-worker` process per client worker on this machine and feed "
+        "them over Redis (each its own connections, session copies and memory)",
+    )
+    fleet.add_argument(
+        "--fleet-redis",
+        default=os.environ.get("AIPERF_FLEET_REDIS_URL", "redis://127.0.0.1:6379/5"),
+        metavar="URL",
+        help="the Redis the processes meet on (default $AIPERF_FLEET_REDIS_URL or "
+        "redis://127.0.0.1:6379/5)",
+    )
     out.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     out.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
@@ -125,12 +140,16 @@ def run(args: argparse.Namespace) -> int:
         }
     )
     spec = build_spec(args, target=target)
+    fleet = None
+    if args.client_worker_processes:
+        spec = spec.with_overrides({"client_worker_processes": True})
+        fleet = FleetPlan(redis_url=args.fleet_redis)
     stop = threading.Event()
     sink = _CliSink(progress=not args.quiet, records_path=args.records)
     # Ctrl-C: stop, keep what arrived (the run looks at `stop` every few milliseconds).
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        result = run_spec(spec, sink=sink, stop=stop)
+        result = run_spec(spec, sink=sink, stop=stop, fleet=fleet)
     finally:
         signal.signal(signal.SIGINT, previous)
         sink.close()

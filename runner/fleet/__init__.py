@@ -9,8 +9,41 @@ every routing figure means what it means in-process; only the HTTP exchanges and
 copies move out.
 """
 
-from runner.fleet.host import HostReport, run_host
-from runner.fleet.sender import FleetError, FleetSender, LostWorker
+from typing import TYPE_CHECKING, Any
+
+from runner.fleet.plan import FleetError, FleetPlan, LocalHosts
 from runner.fleet.wire import RunKeys
 
-__all__ = ["FleetError", "FleetSender", "HostReport", "LostWorker", "RunKeys", "run_host"]
+if TYPE_CHECKING:
+    from runner.fleet.host import HostReport, run_host
+    from runner.fleet.sender import FleetSender, LostWorker
+
+# The Redis client loads with the first of these names a process uses, not with the engine's
+# face: a run without client-worker processes never imports it.
+_LAZY = {
+    "HostReport": "runner.fleet.host",
+    "run_host": "runner.fleet.host",
+    "FleetSender": "runner.fleet.sender",
+    "LostWorker": "runner.fleet.sender",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runner.fleet' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "FleetError",
+    "FleetPlan",
+    "FleetSender",
+    "HostReport",
+    "LocalHosts",
+    "LostWorker",
+    "RunKeys",
+    "run_host",
+]

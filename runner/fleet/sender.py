@@ -24,8 +24,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from runner.client import ResponseResult, Timeouts
-from runner.errors import ErrorCategory, RunnerError
+from runner.errors import ErrorCategory
 from runner.fleet.host import write_host_config
+from runner.fleet.plan import FleetError
 from runner.fleet.wire import (
     CONTROL_CANCEL,
     CONTROL_STOP,
@@ -50,10 +51,6 @@ _REDIS_GRACE_S = 10.0  # Redis unreachable this long: the run's owed requests ar
 _LINGER_S = 60  # the run's keys outlive its end by this much
 # No Redis command waits longer than this for its answer (blocking ones block far less).
 SOCKET_TIMEOUT_S = 15.0
-
-
-class FleetError(RunnerError):
-    """The run's client-worker hosts could not be reached or did not all come up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +125,12 @@ class FleetSender:
         self.on_worker_lost: Callable[[int], None] | None = None
         self.stats = FleetStats()
         self.heartbeats: dict[int, dict[str, Any]] = {}
+        self._last_beats: dict[int, dict[str, Any]] = {}
         self.broken: str | None = None  # why Redis is given up on, once it is
+        # Benchmarks: per result, the time from `send` to the result back minus the host's own
+        # exchange time, i.e. what the trip through Redis added (same-machine clocks).
+        self.record_transit = False
+        self.transits_s: list[float] = []
         self._ids = itertools.count(1)
         self._owed: dict[int, _Owed] = {}
         self._outbox: dict[int, list[dict[bytes, bytes]]] = {}
@@ -269,6 +271,7 @@ class FleetSender:
         returns = self.keys.returns
         offset = self._wall_offset
         owed = self._owed
+        transits = self.transits_s
         while True:
             reply = await self.redis.blmpop(
                 _POP_BLOCK_S, 1, returns, direction="LEFT", count=_POP_BATCH
@@ -283,6 +286,9 @@ class FleetSender:
                     self.stats.late_results += 1
                     continue
                 self.stats.results += 1
+                if self.record_transit:
+                    elapsed = time.perf_counter() - entry.sent_at
+                    transits.append(elapsed - (result.end_s - result.start_s))
                 entry.future.set_result(result)
 
     # ------------------------------------------------------------------------ watching
@@ -299,6 +305,7 @@ class FleetSender:
             await self.redis.set(keys.prefix + "alive", b"1", ex=_ALIVE_TTL_S)
             beats = await self._read_heartbeats()
             self.heartbeats = beats
+            self._last_beats.update(beats)  # a lost host's last word stays on view
             for worker in range(self.workers):
                 if worker not in beats and worker not in self._lost:
                     await self._lose(worker)
@@ -330,6 +337,48 @@ class FleetSender:
 
     def lost_workers(self) -> list[LostWorker]:
         return list(self.stats.lost)
+
+    def host_view(self, t0: float) -> list[dict[str, Any]]:
+        """Each client worker as its host last reported it (run time `at_s` of a loss is
+        measured from `t0`, the driver's start on the perf_counter clock)."""
+        lost = {entry.worker: entry for entry in self.stats.lost}
+        view: list[dict[str, Any]] = []
+        for worker in range(self.workers):
+            beat = self.heartbeats.get(worker) or self._last_beats.get(worker) or {}
+            entry = lost.get(worker)
+            view.append(
+                {
+                    "worker": worker,
+                    "host": beat.get("host"),
+                    "rss_bytes": beat.get("rss_bytes"),
+                    "cpu_s": beat.get("cpu_s"),
+                    "in_flight": beat.get("in_flight"),
+                    "copies": beat.get("copies"),
+                    "copy_bytes": beat.get("copy_bytes"),
+                    "sent": beat.get("sent"),
+                    "lost_at_s": None if entry is None else round(entry.at_s - t0, 3),
+                }
+            )
+        return view
+
+    def summary(self, t0: float) -> dict[str, Any]:
+        stats = self.stats
+        return {
+            "hosts": self.host_view(t0),
+            "credits": stats.credits,
+            "results": stats.results,
+            "late_results": stats.late_results,
+            "lost": [
+                {
+                    "worker": entry.worker,
+                    "at_s": round(entry.at_s - t0, 3),
+                    "in_flight": entry.in_flight,
+                    "unread": entry.unread,
+                    "redelivered": entry.redelivered,
+                }
+                for entry in stats.lost
+            ],
+        }
 
     # ------------------------------------------------------------------------ closing
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from runner.client import ResponseResult, Timeouts
-from runner.live.sender import LocalSender, ReportsWorkerLoss, RequestSender
+from runner.live.sender import LocalSender, RemoteWorkers, RequestSender
 from runner.live.served import ServedIndex
 from runner.metrics import RequestRecord, RunMetrics
 from runner.metrics.records import ErrorCategory
@@ -80,7 +80,7 @@ async def replay_live(
     gives each snapshot the endpoint's latest /metrics view."""
     run = _LiveRun(traces, config, sink, sender)
     run.server_metrics = server_metrics
-    if isinstance(run.sender, ReportsWorkerLoss):
+    if isinstance(run.sender, RemoteWorkers):
         run.sender.on_worker_lost = run.lose_worker
     try:
         return await run.run(stop or asyncio.Event())
@@ -201,6 +201,8 @@ class _LiveRun:
         summary["migrations"] = _matrix(engine.caches.migrations)
         if self.workers_lost:
             summary["client_workers_lost"] = list(self.workers_lost)
+        if isinstance(self.sender, RemoteWorkers):
+            summary["fleet"] = self.sender.summary(self.t0)
         if self.served.labels:
             summary["inference_worker_ids"] = {
                 str(index): served for index, served in sorted(self.served.labels.items())
@@ -310,6 +312,9 @@ class _LiveRun:
             in_flight=self.engine.scheduler.in_flight,
             final=final,
             server_metrics=None if self.server_metrics is None else self.server_metrics.latest(),
+            hosts=self.sender.host_view(self.t0)
+            if isinstance(self.sender, RemoteWorkers)
+            else None,
         )
 
     async def close(self) -> None:

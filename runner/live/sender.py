@@ -11,14 +11,14 @@ ResponseResult back; the engine, its routing and its books stay in one place.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from runner.client import InferenceClient, ResponseResult, Timeouts
 from runner.live.prompts import RequestBuilder
 from runner.replay.engine import Dispatch
 from runner.trace import Trace
 
-__all__ = ["LocalSender", "ReportsWorkerLoss", "RequestSender"]
+__all__ = ["LocalSender", "RemoteWorkers", "RequestSender"]
 
 
 class RequestSender(Protocol):
@@ -30,11 +30,17 @@ class RequestSender(Protocol):
 
 
 @runtime_checkable
-class ReportsWorkerLoss(Protocol):
-    """A sender whose client workers can be lost (processes elsewhere): the driver sets
-    `on_worker_lost` so the engine hears of each loss (its sessions fail or migrate)."""
+class RemoteWorkers(Protocol):
+    """A sender whose client workers are processes elsewhere (runner/fleet). They can be lost:
+    the driver sets `on_worker_lost` so the engine hears of each loss (its sessions fail or
+    migrate). They report themselves: `host_view` goes in every snapshot, `summary` in the
+    run's summary (run times measured from `t0` on the perf_counter clock)."""
 
     on_worker_lost: Callable[[int], None] | None
+
+    def host_view(self, t0: float) -> list[dict[str, Any]]: ...
+
+    def summary(self, t0: float) -> dict[str, Any]: ...
 
 
 class LocalSender:

@@ -80,8 +80,15 @@ def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     queue = f"runs-test-{os.getpid()}"
     node = f"{queue}@localhost"
     settings.AIPERF_RUNS_QUEUE = queue
+    # Runs with client_worker_processes send their hosts here (tests/web/test_fleet_runs.py).
+    settings.AIPERF_HOSTS_QUEUE = f"hosts-test-{os.getpid()}"
     redis.Redis.from_url(settings.REDIS_URL).delete(queue)
-    env = {**os.environ, "DATABASE_URL": _test_database_url(), "AIPERF_RUNS_QUEUE": queue}
+    env = {
+        **os.environ,
+        "DATABASE_URL": _test_database_url(),
+        "AIPERF_RUNS_QUEUE": queue,
+        "AIPERF_HOSTS_QUEUE": settings.AIPERF_HOSTS_QUEUE,
+    }
     if settings.DATABASES["default"].get("PASSWORD"):
         pytest.skip("a password-protected test database: give the worker its URL")
     proc = subprocess.Popen(

@@ -59,6 +59,7 @@ class Command(BaseCommand):
             mock_url = mock.url
         worker: EmbeddedWorker | None = None
         worker_process: subprocess.Popen[bytes] | None = None
+        hosts_process: subprocess.Popen[bytes] | None = None
         dynamo: RealDynamo | None = None
         try:
             if not opts["no_bootstrap"]:
@@ -86,6 +87,16 @@ class Command(BaseCommand):
                         ),
                         preexec_fn=die_with_parent,
                     )
+                    if settings.AIPERF_HOST_PROCESSES > 0:
+                        # Client workers of runs with client_worker_processes, one per pool
+                        # process for a run's length (runs/fleet.py).
+                        hosts_process = subprocess.Popen(
+                            worker_command(
+                                queue=settings.AIPERF_HOSTS_QUEUE,
+                                concurrency=settings.AIPERF_HOST_PROCESSES,
+                            ),
+                            preexec_fn=die_with_parent,
+                        )
             db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
             broker = "Redis" if settings.REDIS_URL else "in-process"
             password_hint = (
@@ -119,12 +130,14 @@ class Command(BaseCommand):
         finally:
             if worker is not None:
                 worker.stop()
-            if worker_process is not None:
-                worker_process.terminate()
+            for process in (worker_process, hosts_process):
+                if process is None:
+                    continue
+                process.terminate()
                 try:
-                    worker_process.wait(timeout=15)
+                    process.wait(timeout=15)
                 except subprocess.TimeoutExpired:
-                    worker_process.kill()
+                    process.kill()
             if mock is not None:
                 mock.stop()
             if dynamo is not None:

@@ -1,0 +1,297 @@
+"""Client workers as processes: what the trip through Redis costs, and what it buys.
+
+Three figures, side by side in one run (absolute times are noisy on a shared machine):
+
+- **added round trip** at an open-loop credit rate: for every request, the time from the
+  orchestrator handing it over to its result being back, minus the time the host spent on the
+  HTTP exchange itself (both clocks are the same machine's);
+- **orchestrator CPU per credit**: the orchestrating process's CPU time over the credits it
+  issued (scheduler, router, request building and the Redis traffic together), beside the same
+  replay in-process, where the same process also does the HTTP;
+- **requests/s** of a closed loop against the mock with 1, 2 and 4 host processes, beside the
+  in-process engine.
+
+Hosts are `python -m runner client-worker` processes on this machine; the mock server runs in
+its own process. The workload is synthetic and small-bodied (short prompts and answers), so
+the figures are about the transport, not about prompt size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from runner.client import Timeouts
+from runner.cluster import ClusterConfig
+from runner.fleet import FleetSender
+from runner.live import LiveConfig, replay_live
+from runner.mockserver import MockServerConfig, start_mock_server
+from runner.replay.engine import EngineConfig
+from runner.replay.scheduler import ReplayConfig
+from runner.routing.router import Policy
+from runner.trace import SyntheticConfig, Trace, generate_synthetic
+
+__all__ = ["FleetBenchResult", "bench_fleet", "bench_fleet_rss"]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetBenchResult:
+    rate_per_s: float
+    added_rtt_ms_p50: float | None
+    added_rtt_ms_p99: float | None
+    cpu_ms_per_credit_fleet: float
+    cpu_ms_per_credit_local: float
+    req_per_s: dict[str, float]  # "in-process", "1", "2", "4" host processes
+    credits_measured: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rate_per_s": self.rate_per_s,
+            "added_rtt_ms_p50": self.added_rtt_ms_p50,
+            "added_rtt_ms_p99": self.added_rtt_ms_p99,
+            "orchestrator_cpu_ms_per_credit": {
+                "fleet": self.cpu_ms_per_credit_fleet,
+                "in-process": self.cpu_ms_per_credit_local,
+            },
+            "req_per_s": self.req_per_s,
+            "credits_measured": self.credits_measured,
+        }
+
+
+def small_trace(trees: int) -> Trace:
+    """Single-turn trees with short prompts and answers: one credit per tree arrival."""
+    return generate_synthetic(
+        SyntheticConfig(
+            seed=11,
+            trees=trees,
+            main_turns=(1, 1),
+            main_system_tokens=(64, 128),
+            first_prompt_tokens=(16, 32),
+            output_tokens=(8, 16),
+            output_median_tokens=12,
+            spawn_probability=0.0,
+            fork_probability=0.0,
+        )
+    )
+
+
+class _Hosts:
+    def __init__(self, redis_url: str, run: str, workers: int) -> None:
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "runner", "client-worker", "--redis", redis_url,
+                 "--run", run, "--worker", str(w)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for w in range(workers)
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def _replay(
+    url: str,
+    trace: Trace,
+    replay: ReplayConfig,
+    *,
+    redis_url: str,
+    hosts: int,
+) -> tuple[dict[str, Any], float, FleetSender | None]:
+    """One replay; returns its summary, the orchestrator's CPU seconds during it, and the
+    sender when the client workers were host processes."""
+    engine = EngineConfig(client_workers=max(1, hosts) if hosts else 4)
+    config = LiveConfig(
+        endpoint=url, model="mock-model", replay=replay, engine=engine, snapshot_interval_s=1.0
+    )
+    sender = None
+    procs = None
+    if hosts:
+        run = uuid.uuid4().hex[:12]
+        procs = _Hosts(redis_url, run, hosts)
+        sender = FleetSender(
+            [trace],
+            redis_url=redis_url,
+            run=run,
+            workers=hosts,
+            endpoint=url,
+            model="mock-model",
+            api_key=None,
+            headers={},
+            timeouts=Timeouts(),
+            connections=replay.concurrency * 2,
+            isolate_trees=True,
+            want_worker_id=True,
+            ignore_eos=True,
+        )
+        sender.record_transit = True
+        await sender.start(timeout_s=60)
+    try:
+        cpu0 = time.process_time()
+        result = await replay_live([trace], config, sender=sender)
+        cpu_s = time.process_time() - cpu0
+    finally:
+        if procs is not None:
+            procs.close()
+    return result.summary, cpu_s, sender
+
+
+def bench_fleet(
+    *,
+    redis_url: str,
+    rate_per_s: float = 2000.0,
+    rate_duration_s: float = 10.0,
+    closed_requests: int = 6000,
+    concurrency: int = 64,
+    host_counts: tuple[int, ...] = (1, 2, 4),
+) -> FleetBenchResult:
+    mock = MockServerConfig(cluster=ClusterConfig(workers=8, time_scale=0.0))
+    with start_mock_server(mock, process=True) as server:
+        url = server.url
+        # 1. Open loop at `rate_per_s`, one host: added round trip and CPU per credit.
+        trees = int(rate_per_s * rate_duration_s * 1.2)
+        trace = small_trace(trees)
+        rate = ReplayConfig(
+            timing="rate",
+            rate_per_s=rate_per_s,
+            concurrency=4096,
+            duration_s=rate_duration_s,
+            seed=1,
+        )
+        fleet_summary, fleet_cpu, sender = asyncio.run(
+            _replay(url, trace, rate, redis_url=redis_url, hosts=1)
+        )
+        assert sender is not None
+        transits_ms = sorted(1000.0 * t for t in sender.transits_s)
+        local_summary, local_cpu, _ = asyncio.run(
+            _replay(url, trace, rate, redis_url=redis_url, hosts=0)
+        )
+        # 2. Closed loop: throughput with 1, 2, 4 hosts beside in-process.
+        closed_trace = small_trace(closed_requests)
+        closed = ReplayConfig(
+            timing="closed", concurrency=concurrency, max_requests=closed_requests, seed=1
+        )
+        req_per_s: dict[str, float] = {}
+        for hosts in (0, *host_counts):
+            summary, _, _ = asyncio.run(
+                _replay(url, closed_trace, closed, redis_url=redis_url, hosts=hosts)
+            )
+            req_per_s["in-process" if hosts == 0 else str(hosts)] = round(
+                float(summary["requests_per_s"]), 1
+            )
+    return FleetBenchResult(
+        rate_per_s=rate_per_s,
+        added_rtt_ms_p50=_percentile(transits_ms, 0.50),
+        added_rtt_ms_p99=_percentile(transits_ms, 0.99),
+        cpu_ms_per_credit_fleet=round(1000.0 * fleet_cpu / max(1, fleet_summary["requests"]), 3),
+        cpu_ms_per_credit_local=round(1000.0 * local_cpu / max(1, local_summary["requests"]), 3),
+        req_per_s=req_per_s,
+        credits_measured=len(sender.transits_s),
+    )
+
+
+def _percentile(ordered: list[float], q: float) -> float | None:
+    if not ordered:
+        return None
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+if __name__ == "__main__":  # pragma: no cover - a manual entry point
+    print(bench_fleet(redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/5")))
+
+
+def bench_fleet_rss(
+    *, redis_url: str, duration_s: float = 60.0, hosts: int = 4, concurrency: int = 32
+) -> dict[str, Any]:
+    """Each host's resident memory at the start and end of a long run, legacy beside
+    spawn-pin (the same synthetic agentic workload: big contexts, many SPAWN subagents), with
+    the session copies the hosts still hold. Legacy's stale copies are real memory now."""
+    trace = generate_synthetic(
+        SyntheticConfig(seed=5, trees=40, spawn_probability=0.5, main_turns=(10, 30))
+    )
+    replay = ReplayConfig(concurrency=concurrency, duration_s=duration_s, speedup=50.0, seed=3)
+    out: dict[str, Any] = {}
+    mock = MockServerConfig(cluster=ClusterConfig(workers=8, time_scale=0.0))
+    with start_mock_server(mock, process=True) as server:
+        for policy in (Policy.LEGACY, Policy.SPAWN_PIN):
+            out[policy.value] = asyncio.run(
+                _rss_run(server.url, trace, replay, policy, redis_url=redis_url, hosts=hosts)
+            )
+    return out
+
+
+async def _rss_run(
+    url: str,
+    trace: Trace,
+    replay: ReplayConfig,
+    policy: Policy,
+    *,
+    redis_url: str,
+    hosts: int,
+) -> dict[str, Any]:
+    run = uuid.uuid4().hex[:12]
+    procs = _Hosts(redis_url, run, hosts)
+    sender = FleetSender(
+        [trace],
+        redis_url=redis_url,
+        run=run,
+        workers=hosts,
+        endpoint=url,
+        model="mock-model",
+        api_key=None,
+        headers={},
+        timeouts=Timeouts(),
+        connections=replay.concurrency * 2,
+        isolate_trees=True,
+        want_worker_id=True,
+        ignore_eos=True,
+    )
+    await sender.start(timeout_s=60)
+    start = {w: beat["rss_bytes"] for w, beat in sender.heartbeats.items()}
+    config = LiveConfig(
+        endpoint=url,
+        model="mock-model",
+        replay=replay,
+        engine=EngineConfig(client_workers=hosts, policy=policy),
+    )
+    last: dict[int, dict[str, Any]] = {}
+
+    async def sample() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            last.update(sender.heartbeats)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        summary = (await replay_live([trace], config, sender=sender)).summary
+    finally:
+        sampler.cancel()
+        procs.close()
+    mib = 1 / (1024 * 1024)
+    return {
+        "requests": summary["requests"],
+        "worker_switches": summary["worker_switches"],
+        "orphaned_session_copies": summary["orphaned_session_copies"],
+        "hosts": [
+            {
+                "worker": w,
+                "rss_start_mib": round(start.get(w, 0) * mib, 1),
+                "rss_end_mib": round(last.get(w, {}).get("rss_bytes", 0) * mib, 1),
+                "copies_held": last.get(w, {}).get("copies"),
+                "copy_mib": round(last.get(w, {}).get("copy_bytes", 0) * mib, 2),
+            }
+            for w in range(hosts)
+        ],
+    }

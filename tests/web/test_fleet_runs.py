@@ -1,0 +1,112 @@
+"""Runs whose client workers are processes, through the service (runs/fleet.py): the run's
+task orchestrates, each client worker is a `fleet.host` task on real `celery -A aiperf_web
+worker -Q hosts` processes, over real Redis, against the real mock."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from aiperf_web.runs.models import Run, RunSample
+from tests.web.conftest import World
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def hosts_worker(run_worker: str) -> Iterator[str]:
+    """Three host pool processes on this session's hosts queue."""
+    if settings.EMBEDDED:
+        pytest.skip("client workers as processes need Redis (the embedded default has none)")
+    from aiperf_web.celery import app
+
+    queue = settings.AIPERF_HOSTS_QUEUE
+    node = f"{queue}@localhost"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "aiperf_web", "worker", "-Q", queue, "-n", node,
+         "--concurrency", "3", "--prefetch-multiplier", "1", "--loglevel", "WARNING",
+         "--without-mingle", "--without-gossip"],
+        cwd=ROOT,
+        env={**os.environ, "AIPERF_HOSTS_QUEUE": queue},
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not app.control.ping(destination=[node], timeout=0.5):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the hosts worker did not answer a ping within 30 s")
+    yield queue
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_a_run_with_client_worker_processes_runs_each_worker_in_a_host_process(
+    live_world: World, hosts_worker: str, wait_for: Callable[..., Any]
+) -> None:
+    api = live_world.api("teammate")
+    response = api.post(
+        "/api/v1/runs",
+        {
+            "scenario": str(live_world.scenario.uuid),
+            "endpoint": str(live_world.endpoint.uuid),
+            "overrides": {
+                "client_worker_processes": True,
+                "client_workers": 3,
+                "duration_s": 4,
+                "concurrency": 3,
+            },
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    run_id = response.json()["id"]
+
+    def final() -> Run | None:
+        run = Run.objects.get(uuid=run_id)
+        return run if run.status in ("succeeded", "failed", "cancelled") else None
+
+    run = wait_for(final, timeout_s=120, every_s=0.2)
+    assert run.status == "succeeded", run.reason
+    summary = run.summary
+    fleet = summary["fleet"]
+    hosts = fleet["hosts"]
+    assert [h["worker"] for h in hosts] == [0, 1, 2]
+    # Three processes of the hosts worker, none of them the run's own.
+    assert len({h["host"] for h in hosts}) == 3
+    assert all(h["rss_bytes"] > 0 and h["lost_at_s"] is None for h in hosts)
+    assert summary["requests"] > 0 and summary["errors"] == 0
+    assert fleet["credits"] == fleet["results"] >= summary["requests"]
+    assert fleet["lost"] == []
+    # The live page's snapshots carry the hosts too.
+    last = RunSample.objects.filter(run=run).order_by("-seq").first()
+    assert last is not None and len(last.data["hosts"]) == 3
+    log = "\n".join(run.log_lines.values_list("message", flat=True))
+    assert "3 client-worker processes answering" in log
+
+
+def test_client_worker_processes_are_refused_where_there_is_no_redis(
+    world: World, settings: Any
+) -> None:
+    settings.AIPERF_FLEET_REDIS_URL = ""
+    response = world.api("teammate").post(
+        "/api/v1/runs",
+        {
+            "scenario": str(world.scenario.uuid),
+            "endpoint": str(world.endpoint.uuid),
+            "overrides": {"client_worker_processes": True},
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 422, response.content
+    assert "needs Redis" in response.content.decode()
+    assert not Run.objects.filter(scenario=world.scenario, status="queued").exists()
