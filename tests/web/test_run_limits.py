@@ -185,6 +185,8 @@ def test_a_short_run_of_another_team_starts_before_a_teams_third_long_run(
 # -- the sink's backlog ---------------------------------------------------------------------------
 
 
+# The records' database writes are replaced by a slow stand-in: the same in every shape.
+@pytest.mark.shape_independent
 def test_records_waiting_for_the_database_are_bounded_so_a_cancel_never_waits_for_them(
     world: World, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

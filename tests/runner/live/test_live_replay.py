@@ -183,7 +183,7 @@ def test_a_run_where_everything_fails_stops_early_with_the_reason():
             [small_synthetic()],
             server.url,
             failure_threshold=20,
-            replay=ReplayConfig(concurrency=4, max_requests=5000),
+            replay=ReplayConfig(concurrency=4, max_requests=5000, speedup=100.0),
         )
     assert summary["stopped_reason"].startswith("20 requests in a row failed")
     assert summary["requests"] < 200

@@ -25,12 +25,12 @@ def mock() -> Iterator[str]:
         yield server.url
 
 
-def _spec(url: str, **target: object):
+def _spec(url: str, *, duration_s: float = 2.5, **target: object):
     return parse_spec(
         {
             "workload": {"synthetic": {"trees": 8}},
             "concurrency": 8,
-            "duration_s": 2.5,
+            "duration_s": duration_s,
             "speedup": 50,
             "snapshot_interval_s": 0.25,
             "target": {"kind": "endpoint", "url": url, "model": "mock-model", **target},
@@ -114,7 +114,11 @@ def test_a_replay_summary_and_its_snapshots_carry_the_servers_figures(mock):
 
 def test_a_server_without_metrics_leaves_the_run_alone_and_says_why(mock):
     sink = ListSink()
-    result = run(_spec(mock, metrics_url=f"{mock}/no-such-page"), sink=sink)
+    # 1 s at a scrape every 0.2 s: five chances to warn again where 2.5 s at 2 s had two.
+    result = run(
+        _spec(mock, duration_s=1.0, metrics_url=f"{mock}/no-such-page", metrics_interval_s=0.2),
+        sink=sink,
+    )
     assert result.status == "succeeded" and result.summary["requests"] > 0
     metrics = result.summary["server_metrics"]
     assert metrics["available"] is False
@@ -127,7 +131,7 @@ def test_a_server_without_metrics_leaves_the_run_alone_and_says_why(mock):
 def test_an_unreachable_metrics_host_is_one_warning_too(mock):
     sink = ListSink()
     url = f"http://127.0.0.1:{_closed_port()}/metrics"
-    result = run(_spec(mock, metrics_url=url), sink=sink)
+    result = run(_spec(mock, duration_s=1.0, metrics_url=url, metrics_interval_s=0.2), sink=sink)
     assert result.status == "succeeded"
     assert "cannot connect" in result.summary["server_metrics"]["reason"]
     assert sum("server metrics" in m for _, m in sink.lines) == 1
@@ -135,7 +139,7 @@ def test_an_unreachable_metrics_host_is_one_warning_too(mock):
 
 def test_metrics_off_scrapes_nothing(mock):
     sink = ListSink()
-    result = run(_spec(mock, metrics_url="off"), sink=sink)
+    result = run(_spec(mock, duration_s=1.0, metrics_url="off"), sink=sink)
     assert result.summary["server_metrics"] == {
         "available": False,
         "reason": "turned off (metrics_url: off)",
