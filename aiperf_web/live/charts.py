@@ -70,7 +70,7 @@ CHARTS: tuple[ChartSpec, ...] = (
      "reads": ("routing.worker_switches", "routing.sessions_multi_worker"), "redraw_s": COUNTER_S},
     {"id": "chart-heatmap", "title": "Migrations from → to", "y_title": "to worker",
      "kind": "latest", "card": "heatmap", "reads": ("migrations", "migrations_total"),
-     "redraw_s": 0},
+     "redraw_s": SLOW_S},
     # -- the inference server and affinity
     {"id": "chart-inference", "title": "Requests, cached share and keys (x = worker)",
      "title_named": "Requests, cached share and keys (x = server id, last digits)",

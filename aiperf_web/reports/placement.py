@@ -1,7 +1,8 @@
 """The run page's Placement card: where the inference server put each agent tree, read from
 the engine's placement figures (`runner/affinity/placement.py`): the summary's for a finished
-run, else the latest snapshot's. Pure functions; charts.js recomputes the same percentages from
-each live snapshot, and the summary rows, the comparison and the CSV read them from here.
+run, else the latest snapshot's. Pure functions; static/js/charts/ recomputes the same
+percentages from each live snapshot, and the summary rows, the comparison and the CSV read
+them from here.
 
 Null placement means the server named no serving worker, so placement is unknown (not
 perfect); a live run's snapshots also carry null until the first answer comes back.

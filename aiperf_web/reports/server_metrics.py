@@ -1,6 +1,7 @@
 """The run page's "Server metrics" card, read from what the engine stored: the summary's
 `server_metrics` (a finished live run), else the run spec (a live run still going: which URL
-is scraped). The charts themselves come from the snapshots' compact views (charts.js)."""
+is scraped). The charts themselves come from the snapshots' compact views
+(static/js/charts/catalog.js)."""
 
 from __future__ import annotations
 

@@ -303,6 +303,8 @@ class Command(BaseCommand):
             try:
                 for seq in range(opts["snapshots"]):
                     data = dict(template, t_s=float(seq), progress=seq / opts["snapshots"])
+                    # A legacy run migrates all the time: the heatmap has news every snapshot.
+                    data["migrations_total"] = template["migrations_total"] + seq
                     data["recent"] = _recent(template, seq)
                     produced[seq] = time.time() * 1000
                     RunSample.objects.create(run=live, seq=seq, t_s=float(seq), data=data)
