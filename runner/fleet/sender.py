@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,9 +44,12 @@ from runner.trace import Trace
 
 __all__ = ["FleetError", "FleetSender", "LostWorker"]
 
+log = logging.getLogger(__name__)
+
 _POP_BATCH = 1024
 _POP_BLOCK_S = 0.05  # a pop waits this long before the watcher's checks run again
-_ALIVE_TTL_S = 10  # the hosts leave once the orchestrator stops refreshing this long
+_ALIVE_TTL_S = 60  # hosts leave once the orchestrator stops refreshing this long (a busy
+# orchestrator loop may not refresh for seconds; its death is what this is for)
 _CONFIG_TTL_S = 24 * 3600
 _REDIS_GRACE_S = 10.0  # Redis unreachable this long: the run's owed requests are settled
 _LINGER_S = 60  # the run's keys outlive its end by this much
@@ -198,6 +202,12 @@ class FleetSender:
                     self._give_up(f"lost contact with Redis: {exc}")
                     return
                 await asyncio.sleep(0.1)
+            except Exception as exc:
+                # A fault of ours: the run must still end (everything owed is settled, every
+                # later send fails at once and the failure threshold stops the run).
+                log.exception("client-worker fleet %s: %s stopped", self.keys.run, loop)
+                self._give_up(f"the fleet's {loop.__name__} failed: {exc!r}")
+                return
             else:
                 failing_since = None
 

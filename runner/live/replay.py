@@ -139,7 +139,11 @@ class _LiveRun:
         """A client worker's host stopped answering (its owed requests were answered
         `worker_lost` by the sender): the engine drops it, its sessions fail or migrate."""
         self.workers_lost.append({"worker": worker, "at_s": round(self.now(), 3)})
-        self.engine.lose_worker(worker)
+        if len(self.workers_lost) >= self.config.engine.client_workers:
+            # Nobody left to send: the run ends, with what was measured.
+            self.stopped_reason = self.stopped_reason or "every client worker was lost"
+        else:
+            self.engine.lose_worker(worker)
         self.wake.set()
 
     def now(self) -> float:

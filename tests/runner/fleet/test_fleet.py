@@ -345,3 +345,41 @@ def test_credits_and_results_cross_the_wire_intact():
         error_detail="refused",
     )
     assert decode_result(encode_result(1, failed, 0.0), 0.0)[1].error is ErrorCategory.CONNECT
+
+
+def test_a_run_whose_every_host_dies_ends_and_says_so(mock):
+    engine = EngineConfig(client_workers=2, policy=Policy.SPAWN_PIN)
+    traces = [trace()]
+    config = LiveConfig(
+        endpoint=mock,
+        model="mock-model",
+        replay=ReplayConfig(concurrency=6, max_trees=6, speedup=20.0),
+        engine=engine,
+    )
+    run = uuid.uuid4().hex[:12]
+    hosts = Hosts(run, 2)
+    try:
+
+        async def go():
+            sender = sender_for(mock, traces, 2, run)
+            await sender.start(timeout_s=60)
+
+            async def kill_all_when_busy():
+                while sender.stats.results < 5:
+                    await asyncio.sleep(0.02)
+                for proc in hosts.procs:
+                    os.kill(proc.pid, signal.SIGKILL)
+
+            killer = asyncio.create_task(kill_all_when_busy())
+            result = await replay_live(traces, config, sender=sender)
+            await killer
+            return result
+
+        summary = asyncio.run(go()).summary
+    finally:
+        hosts.kill()
+    assert summary["stopped_reason"] == "every client worker was lost"
+    assert sorted(lost["worker"] for lost in summary["client_workers_lost"]) == [0, 1]
+    assert summary["fleet"]["credits"] == summary["fleet"]["results"] + sum(
+        lost["in_flight"] + lost["unread"] for lost in summary["fleet"]["lost"]
+    )
