@@ -29,7 +29,6 @@ from runner.client import EndpointError, EndpointInfo
 from runner.errors import BadInput, RunnerError, SpecError, TraceError
 from runner.fleet import FleetError, FleetPlan
 from runner.limits import MAX_DURATION_S
-from runner.live.probe import AffinityDetection
 from runner.metrics.records import ERROR_CATEGORIES, ErrorCategory
 from runner.output import (
     LATENCY_KEYS,
@@ -67,6 +66,7 @@ from runner.trace import (
     inspect_trace,
     load_trace,
 )
+from runner.wallclock.probe import AffinityDetection
 
 if TYPE_CHECKING:
     from runner.fleet.host import run_host

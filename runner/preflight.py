@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Mapping
 
 from runner.client import EndpointInfo, preflight
-from runner.live.probe import AffinityDetection, detect_affinity
+from runner.wallclock.probe import AffinityDetection, detect_affinity
 
 __all__ = ["check_affinity", "check_endpoint"]
 

@@ -19,15 +19,15 @@ from typing import Any, Literal, TypeVar, cast
 from runner.client import EndpointInfo, preflight
 from runner.errors import SpecError, Stopped
 from runner.fleet import FleetPlan, LocalHosts
-from runner.live import LiveConfig, replay_live
-from runner.live.probe import probe_affinity
-from runner.live.sender import RequestSender
 from runner.metrics.histogram import LatencyHistogram
 from runner.output import LATENCY_KEYS, SUMMARY_KEYS, RunStatus, Sink, Summary
 from runner.servermetrics import ServerMetricsScraper, same_origin
 from runner.sim.simulator import SimConfig, simulate
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
+from runner.wallclock import LiveConfig, replay_live
+from runner.wallclock.probe import probe_affinity
+from runner.wallclock.sender import RequestSender
 
 __all__ = ["RunResult", "load_workload", "run", "run_async"]
 

@@ -30,12 +30,12 @@ from typing import Any
 from runner.client import Timeouts
 from runner.cluster import ClusterConfig
 from runner.fleet import FleetSender
-from runner.live import LiveConfig, replay_live
 from runner.mockserver import MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.routing.router import Policy
 from runner.trace import SyntheticConfig, Trace, generate_synthetic
+from runner.wallclock import LiveConfig, replay_live
 
 __all__ = ["FleetBenchResult", "bench_fleet", "bench_fleet_rss"]
 

@@ -38,9 +38,9 @@ from runner.fleet.wire import (
     decode_result,
     encode_credit,
 )
-from runner.live.prompts import RequestBuilder
 from runner.replay.engine import Dispatch
 from runner.trace import Trace
+from runner.wallclock.prompts import RequestBuilder
 
 __all__ = ["FleetError", "FleetSender", "LostWorker"]
 

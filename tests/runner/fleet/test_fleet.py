@@ -33,12 +33,12 @@ from runner.fleet.wire import (
     encode_credit,
     encode_result,
 )
-from runner.live import LiveConfig, replay_live
 from runner.mockserver import MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.routing.router import Policy
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
+from runner.wallclock import LiveConfig, replay_live
 from tests.fixtures import CLAUDE_CODE_SUBAGENTS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -144,7 +144,7 @@ def sender_for(url: str, traces: list[Trace], workers: int, run: str) -> FleetSe
 def agent_replay() -> tuple[list[Trace], ReplayConfig]:
     """The project's Claude Code session, each of 8 lanes replaying it from t* in 100-300 s,
     around its SPAWN subagents: the same requests every run whatever the timing, and a
-    legacy run bounces the subagents whose parent turn is gone (tests/runner/live)."""
+    legacy run bounces the subagents whose parent turn is gone (tests/runner/wallclock)."""
     agent = load_trace(CLAUDE_CODE_SUBAGENTS)
     span_s = agent.trees[0].span_s
     config = ReplayConfig(

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from runner.client import ResponseResult, Timeouts
-from runner.live.sender import LocalSender, RemoteWorkers, RequestSender
-from runner.live.served import ServedIndex
 from runner.metrics import RequestRecord, RunMetrics
 from runner.metrics.records import ErrorCategory
 from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
@@ -29,6 +27,8 @@ from runner.replay.scheduler import ReplayConfig
 from runner.servermetrics import ViewProvider
 from runner.summary import run_summary
 from runner.trace import Trace
+from runner.wallclock.sender import LocalSender, RemoteWorkers, RequestSender
+from runner.wallclock.served import ServedIndex
 
 __all__ = ["DRAIN_GRACE_S", "LiveConfig", "LiveResult", "replay_live"]
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from runner.affinity.emitters import Action, AffinityDecision
 from runner.credit import Credit
-from runner.live.prompts import RequestBuilder
 from runner.replay.engine import Dispatch
 from runner.trace import count_message_tokens
 from runner.trace.model import Branch, BranchMode, Session, Trace, TraceFormat, Tree, Turn
+from runner.wallclock.prompts import RequestBuilder
 
 SYSTEM = {"role": "system", "content": "You are a careful coding agent"}
 

@@ -3,7 +3,7 @@ ids (often above 2^63) renumbered in order of appearance and reported."""
 
 from __future__ import annotations
 
-from runner.live.served import ServedIndex
+from runner.wallclock.served import ServedIndex
 
 
 def test_small_worker_ids_are_their_own_index():

@@ -11,11 +11,11 @@ import pytest
 
 from runner import ListSink, parse_spec, run
 from runner.cluster import ClusterConfig
-from runner.live import LiveConfig, replay_live
-from runner.live.replay import DRAIN_GRACE_S
 from runner.mockserver import FaultConfig, MockServerConfig, start_mock_server
 from runner.replay.scheduler import ReplayConfig
 from runner.trace import SyntheticConfig, generate_synthetic
+from runner.wallclock import LiveConfig, replay_live
+from runner.wallclock.replay import DRAIN_GRACE_S
 
 
 @pytest.fixture(scope="module")

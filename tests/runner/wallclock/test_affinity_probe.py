@@ -12,8 +12,8 @@ import pytest
 from runner.affinity.emitters import AffinityConfig, AffinityKind
 from runner.cluster import ClusterConfig
 from runner.errors import BadInput
-from runner.live.probe import AffinityDetection, detect_affinity, probe_affinity
 from runner.mockserver import MockServerConfig, start_mock_server
+from runner.wallclock.probe import AffinityDetection, detect_affinity, probe_affinity
 
 MODEL = "mock-model"
 

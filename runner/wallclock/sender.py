@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from runner.client import InferenceClient, ResponseResult, Timeouts
-from runner.live.prompts import RequestBuilder
 from runner.replay.engine import Dispatch
 from runner.trace import Trace
+from runner.wallclock.prompts import RequestBuilder
 
 __all__ = ["LocalSender", "RemoteWorkers", "RequestSender"]
 

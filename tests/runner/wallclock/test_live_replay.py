@@ -18,13 +18,13 @@ import pytest
 from runner import ListSink, parse_spec, run
 from runner.affinity.emitters import AffinityConfig, AffinityKind
 from runner.cluster import ClusterConfig
-from runner.live import LiveConfig, replay_live
 from runner.mockserver import FaultConfig, MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.routing.router import Policy
 from runner.sim.simulator import SimConfig, simulate
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
+from runner.wallclock import LiveConfig, replay_live
 
 ROOT = Path(__file__).resolve().parents[3]
 
