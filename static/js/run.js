@@ -36,7 +36,6 @@ view.onDrawn = (seqs, ms, cost) => {
 
 finishRunPage(root, page, view);
 
-const STATUS_TEXT = { queued: "Queued", running: "Running", succeeded: "Succeeded", failed: "Failed", cancelled: "Cancelled" };
 const timeOfDay = (iso) => (iso ? fmtClock(Date.parse(iso)) : "—");
 
 // The header and the status card from the run's row (a status message, or the history's).
@@ -49,7 +48,7 @@ function setStatus(state) {
     badge.className = `status s-${status}`;
   }
   const text = document.getElementById("status-text");
-  if (text) text.textContent = STATUS_TEXT[status] || status;
+  if (text) text.textContent = status; // the server's label is the status itself
   const note = document.getElementById("status-cancelling");
   if (note) note.hidden = !cancelling;
   const started = document.getElementById("started-at");

@@ -24,7 +24,7 @@ def test_the_header_follows_the_run_and_the_charts_zoom_and_hover_together(
     _wait(page, "window.aiperfRun.view.lastSeq >= 4", 45)
     assert page.evaluate("() => performance.getEntriesByType('navigation').length") == 1
     assert page.locator(".messages").count() == 0
-    assert page.locator("#status-text").inner_text() == "Running"
+    assert page.locator("#status-text").inner_text() == "running"
     no_samples = page.locator("#no-samples")
     assert no_samples.count() == 0 or not no_samples.is_visible()
 
