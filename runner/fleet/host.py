@@ -64,6 +64,9 @@ class _State:
     outbox: list[bytes] = field(default_factory=list)
     acks: list[bytes] = field(default_factory=list)
     flush_wanted: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set when the host winds down: its loops finish the Redis command in hand and leave
+    # (cancelling redis-py's asyncio client mid-command can leave it waiting forever).
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def rss_bytes() -> int:
@@ -133,39 +136,32 @@ async def run_host(
         flusher = asyncio.create_task(_flush(r, keys, stream, state, report))
         beats = asyncio.create_task(_heartbeat(r, keys, worker, state, report, consumer))
         try:
-            try:
-                report.stopped = await _serve(
-                    r, stream, consumer, client, state, report, wall_offset
-                )
-            except (aioredis.RedisError, OSError) as exc:
-                report.stopped = f"failed: {exc}"
-            # Answer what is still in flight, then hand the last results over: bounded, so a
-            # host whose Redis went away still leaves.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(_FINAL_FLUSH_S):
-                    if state.tasks:
-                        await asyncio.gather(*state.tasks.values(), return_exceptions=True)
-                    while (state.outbox or state.acks) and not flusher.done():
-                        state.flush_wanted.set()
-                        await asyncio.sleep(0.005)
-        finally:
-            beats.cancel()
-            flusher.cancel()
-            for task in list(state.tasks.values()):
+            report.stopped = await _serve(r, stream, consumer, client, state, report, wall_offset)
+        except (aioredis.RedisError, OSError) as exc:
+            report.stopped = f"failed: {exc}"
+        # Answer what is still in flight (bounded: the orchestrator has settled anything
+        # older), then hand the last results over and leave.
+        if state.tasks:
+            _, late = await asyncio.wait(list(state.tasks.values()), timeout=_FINAL_FLUSH_S)
+            for task in late:
                 task.cancel()
-            with contextlib.suppress(TimeoutError, aioredis.RedisError, OSError):
-                async with asyncio.timeout(_FINAL_FLUSH_S):
-                    await asyncio.gather(
-                        beats, flusher, *state.tasks.values(), return_exceptions=True
-                    )
-                    await client.aclose()
-                    await r.delete(keys.heartbeat(worker))
+        state.closing.set()
+        state.flush_wanted.set()
+        _, stuck = await asyncio.wait([flusher, beats], timeout=_FINAL_FLUSH_S)
+        for task in stuck:
+            task.cancel()  # abandoned: the process is leaving
+        with contextlib.suppress(TimeoutError, aioredis.RedisError, OSError):
+            async with asyncio.timeout(_FINAL_FLUSH_S):
+                await client.aclose()
+                await r.delete(keys.heartbeat(worker))
         report.copies = len(state.sessions)
         report.copy_bytes = state.copy_bytes
         report.rss_end_bytes = rss_bytes()
         return report
     finally:
-        await r.aclose()
+        with contextlib.suppress(TimeoutError, aioredis.RedisError, OSError):
+            async with asyncio.timeout(_FINAL_FLUSH_S):
+                await r.aclose()
 
 
 async def _wait_for(r: aioredis.Redis, key: str, timeout_s: float) -> bytes | None:
@@ -268,6 +264,8 @@ async def _flush_forever(r: aioredis.Redis, keys: RunKeys, stream: str, state: _
         await state.flush_wanted.wait()
         state.flush_wanted.clear()
         if not (state.outbox or state.acks):
+            if state.closing.is_set():
+                return
             continue
         results, state.outbox = state.outbox, []
         acks, state.acks = state.acks, []
@@ -291,7 +289,7 @@ async def _heartbeat(
     or the run ended without telling this host), so no host outlives its run for long."""
     ttl_ms = int(HEARTBEAT_TTL_S * 1000)
     silent_since: float | None = None
-    while True:
+    while not state.closing.is_set():
         beat = {
             "worker": worker,
             "host": consumer,
@@ -319,4 +317,5 @@ async def _heartbeat(
             report.stopped = report.stopped or "orphaned"
             for task in list(state.tasks.values()):
                 task.cancel()
-        await asyncio.sleep(HEARTBEAT_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(state.closing.wait(), HEARTBEAT_S)

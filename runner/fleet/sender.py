@@ -52,6 +52,7 @@ _ALIVE_TTL_S = 60  # hosts leave once the orchestrator stops refreshing this lon
 # orchestrator loop may not refresh for seconds; its death is what this is for)
 _CONFIG_TTL_S = 24 * 3600
 _REDIS_GRACE_S = 10.0  # Redis unreachable this long: the run's owed requests are settled
+_CLOSE_S = 5.0  # closing waits at most this long per step
 _LINGER_S = 60  # the run's keys outlive its end by this much
 # No Redis command waits longer than this for its answer (blocking ones block far less).
 SOCKET_TIMEOUT_S = 15.0
@@ -141,6 +142,10 @@ class FleetSender:
         self._cancels: dict[int, list[int]] = {}
         self._flush_wanted = asyncio.Event()
         self._lost: set[int] = set()
+        # Set by aclose: the loops finish the Redis command in hand and leave. Cancelling one
+        # mid-command can leave redis-py's asyncio connection waiting forever.
+        self._closing = False
+        self._closed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._wall_offset = time.time() - time.perf_counter()
 
@@ -192,7 +197,7 @@ class FleetSender:
         for _REDIS_GRACE_S, settle everything owed as lost so the run ends instead of
         waiting forever for answers that cannot come."""
         failing_since: float | None = None
-        while True:
+        while not self._closing:
             try:
                 await loop()
             except (aioredis.RedisError, OSError) as exc:
@@ -259,7 +264,7 @@ class FleetSender:
 
     async def _flush_loop(self) -> None:
         keys = self.keys
-        while True:
+        while not self._closing:
             await self._flush_wanted.wait()
             self._flush_wanted.clear()
             if not (self._outbox or self._cancels):
@@ -282,7 +287,7 @@ class FleetSender:
         offset = self._wall_offset
         owed = self._owed
         transits = self.transits_s
-        while True:
+        while not self._closing:
             reply = await self.redis.blmpop(
                 _POP_BLOCK_S, 1, returns, direction="LEFT", count=_POP_BATCH
             )
@@ -310,8 +315,10 @@ class FleetSender:
 
     async def _watch_loop(self) -> None:
         keys = self.keys
-        while True:
-            await asyncio.sleep(HEARTBEAT_TTL_S / 6)
+        while not self._closing:
+            await self._sleep(HEARTBEAT_TTL_S / 6)
+            if self._closed.is_set():
+                return
             await self.redis.set(keys.prefix + "alive", b"1", ex=_ALIVE_TTL_S)
             beats = await self._read_heartbeats()
             self.heartbeats = beats
@@ -392,28 +399,40 @@ class FleetSender:
 
     # ------------------------------------------------------------------------ closing
 
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._closed.wait(), seconds)
+
     async def aclose(self) -> None:
-        """Tell every host the run is over, and remove the run's keys."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Tell every host the run is over, and let the run's keys expire."""
+        self._closing = True
+        self._closed.set()
+        self._flush_wanted.set()
+        if self._tasks:
+            # Each loop ends within one blocking pop; one that does not is abandoned.
+            _, stuck = await asyncio.wait(self._tasks, timeout=_CLOSE_S)
+            for task in stuck:
+                task.cancel()
         keys = self.keys
-        with contextlib.suppress(aioredis.RedisError, OSError):
-            pipe = self.redis.pipeline(transaction=False)
-            for worker in range(self.workers):
-                pipe.xadd(keys.credits(worker), {b"c": CONTROL_STOP})
-            # Hosts read their stop within a read block; the run's keys go a minute later
-            # (deleting a stream a slow host has yet to read would cut it off mid-goodbye).
-            # A host that missed its stop leaves a few seconds later all the same.
-            pipe.expire(keys.prefix + "alive", 3)
-            for key in (
-                keys.prefix + "config",
-                keys.returns,
-                *[keys.credits(w) for w in range(self.workers)],
-            ):
-                pipe.expire(key, _LINGER_S)
-            await pipe.execute()
-        await self.redis.aclose()
+        with contextlib.suppress(aioredis.RedisError, OSError, TimeoutError):
+            async with asyncio.timeout(_CLOSE_S):
+                pipe = self.redis.pipeline(transaction=False)
+                for worker in range(self.workers):
+                    pipe.xadd(keys.credits(worker), {b"c": CONTROL_STOP})
+                # Hosts read their stop within a read block; the run's keys go a minute later
+                # (deleting a stream a slow host has yet to read would cut it off mid-goodbye).
+                # A host that missed its stop leaves a few seconds later all the same.
+                pipe.expire(keys.prefix + "alive", 3)
+                for key in (
+                    keys.prefix + "config",
+                    keys.returns,
+                    *[keys.credits(w) for w in range(self.workers)],
+                ):
+                    pipe.expire(key, _LINGER_S)
+                await pipe.execute()
+        with contextlib.suppress(aioredis.RedisError, OSError, TimeoutError):
+            async with asyncio.timeout(_CLOSE_S):
+                await self.redis.aclose()
 
 
 def _failed(
