@@ -80,7 +80,7 @@ def test_a_run_on_the_builtin_mock_shows_where_the_server_put_its_trees(
     assert f'data-pl="keyed_requests">{placement["keyed_requests"]}<' in block
     assert 'id="chart-placement"' in block and 'id="placement-note" hidden' in block
     # The report's "All figures" names them; the CSV carries counts and shares.
-    assert "trees split across inference workers" in html
+    assert "trees split across inference workers" in html.lower()
     csv = web.get(f"/runs/{done.uuid}/summary.csv").content.decode()
     assert f"placement.trees_split,{placement['trees_split']}" in csv
     assert "placement.trees_split_pct," in csv
