@@ -22,6 +22,7 @@ LAUNCH_KNOBS = (
     "max_requests",
     "speedup",
     "client_workers",
+    "client_worker_processes",
     "seed",
 )
 

@@ -83,6 +83,9 @@ def server(django_db_setup: Any, django_db_blocker: Any, mock_url: str) -> Itera
         "DATABASE_URL": _test_database_url(),
         "AIPERF_MOCK_URL": mock_url,
         "AIPERF_LOG_LEVEL": "WARNING",
+        # Client workers as processes: two host pool processes on a queue of this session's.
+        "AIPERF_HOSTS_QUEUE": f"hosts-browser-{os.getpid()}",
+        "AIPERF_HOST_PROCESSES": "2",
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     import redis

@@ -26,6 +26,8 @@ def _launch(page: Any, site: Site, **knobs: str) -> str:
         field = page.locator(f"#id_{name}")
         if field.evaluate("e => e.tagName") == "SELECT":
             field.select_option(value)
+        elif field.evaluate("e => e.type") == "checkbox":
+            field.set_checked(value == "on")
         else:
             field.fill(value)
     page.click("form button.primary")

@@ -75,3 +75,21 @@ def test_the_header_follows_the_run_and_the_charts_zoom_and_hover_together(
     )
     assert ticks and all(re.fullmatch(r"[\d,]+", t) for t in ticks), ticks
     phone.close()
+
+
+def test_a_run_of_client_worker_processes_shows_each_process(site: Site, context: Any) -> None:
+    """Launched from the form with the processes box ticked: the page lists each client
+    worker's process (its pid, RSS, CPU, in flight, copies) instead of one process's RSS."""
+    page = context.new_page()
+    login(page, site)
+    _launch(page, site, client_worker_processes="on", client_workers="2", duration_s="8")
+    _wait(page, "document.getElementById('hosts-body').rows.length === 2", 60)
+    assert page.locator("#hosts").is_visible() and not page.locator("#one-process").is_visible()
+    rows = page.locator("#hosts-body tr")
+    for i in range(2):
+        cells = rows.nth(i).locator("td")
+        assert cells.nth(0).inner_text() == str(i)
+        assert re.fullmatch(r".+:\d+", cells.nth(1).inner_text())  # host:pid
+        assert cells.nth(2).inner_text().endswith("MiB")
+        assert cells.nth(7).inner_text() == "answering"
+    _wait(page, "document.getElementById('status-badge').textContent === 'succeeded'", 60)

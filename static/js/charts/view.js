@@ -272,6 +272,7 @@ export class RunView {
     this.drawServerMetrics(d.server_metrics);
     this.drawProgress(d);
     this.drawWorkerTable(d);
+    this.drawHosts(d.hosts);
     const a = d.affinity || {};
     const set = (sel, v) => { const e = this.$(sel); if (e) e.textContent = fmt(v, 0); };
     set("#aff-binds", a.binds); set("#aff-closes", a.closes); set("#aff-early", a.early_closes); set("#aff-bound", a.keys_bound);
@@ -409,6 +410,33 @@ export class RunView {
       }
       cells[4].classList.toggle("bad", ((w.orphaned_copies || [])[i] || 0) > 0);
     }
+  }
+
+  // Client workers hosted as processes (runner/fleet): each as its host last reported it.
+  drawHosts(hosts) {
+    const box = this.$("#hosts");
+    if (!box || !hosts) return;
+    box.hidden = false;
+    const one = this.$("#one-process");
+    if (one) one.hidden = true;
+    const body = this.$("#hosts-body");
+    if (body.rows.length !== hosts.length) {
+      body.innerHTML = "";
+      for (let i = 0; i < hosts.length; i++) {
+        const tr = body.insertRow();
+        for (let j = 0; j < 8; j++) tr.insertCell().className = j >= 2 && j <= 6 ? "num" : "";
+      }
+    }
+    hosts.forEach((h, i) => {
+      const cells = body.rows[i].cells;
+      const lost = h.lost_at_s !== null && h.lost_at_s !== undefined;
+      const texts = [
+        String(h.worker), h.host || "—", fmtBytes(h.rss_bytes), fmt(h.cpu_s, 1), fmt(h.in_flight, 0),
+        fmt(h.copies, 0), fmtBytes(h.copy_bytes), lost ? `lost at ${fmt(h.lost_at_s, 1)} s` : "answering",
+      ];
+      texts.forEach((text, j) => { if (cells[j].textContent !== text) cells[j].textContent = text; });
+      cells[7].classList.toggle("bad", lost);
+    });
   }
 
   drawLeak(v) {

@@ -94,6 +94,7 @@ class Command(BaseCommand):
                             worker_command(
                                 queue=settings.AIPERF_HOSTS_QUEUE,
                                 concurrency=settings.AIPERF_HOST_PROCESSES,
+                                extra=("-n", "hosts@%h"),  # beside the runs worker's name
                             ),
                             preexec_fn=die_with_parent,
                         )
