@@ -263,10 +263,11 @@ if not REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.05}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Worker processes are recycled: a pool process that executed AIPERF_WORKER_MAX_TASKS_PER_CHILD
-# tasks (runs or dropped tickets), or whose resident memory passed
-# AIPERF_WORKER_MAX_MEMORY_PER_CHILD_MB after a task, is replaced by a fresh one once that task
-# ends (never mid-run). A run's engine leaves memory the allocator does not give back (about
-# 95 MB per 15 s live run was measured growing without bound); 0 disables either rule.
+# tasks (runs or dropped tickets), or whose peak resident memory (getrusage's ru_maxrss, what
+# Celery compares on Linux) passed AIPERF_WORKER_MAX_MEMORY_PER_CHILD_MB, is replaced by a fresh
+# one once its task ends (never mid-run); 0 disables either rule. A safety net since each run
+# starts with a full collection (runs/services.py): the growth it was set against (~95 MB per
+# 15 s live run, the last run's workload frozen by gc.freeze) is gone (README, Worker memory).
 # `celery worker` reads both from here; `manage.py serve` and docker-compose.yml pass them too.
 CELERY_WORKER_MAX_TASKS_PER_CHILD = env_int("AIPERF_WORKER_MAX_TASKS_PER_CHILD", 10) or None
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = (

@@ -81,11 +81,12 @@ def _record(i: int) -> dict[str, Any]:
     }
 
 
-def _rss_mb(pid: int) -> float | None:
-    """Resident memory of a process, MB; None once it exited (a recycled pool process)."""
+def _rss_mb(pid: int, field: str = "VmRSS") -> float | None:
+    """Resident memory of a process, MB (`VmHWM`: its peak, which Celery's memory rule
+    compares on Linux, as getrusage's ru_maxrss); None once it exited (a recycled process)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return round(int(line.split()[1]) / 1024, 1)
     except FileNotFoundError:
         return None
@@ -398,6 +399,7 @@ class Command(BaseCommand):
             )
             pids: list[int] = []
             series: list[float] = []
+            peaks: list[float] = []
             statuses: dict[str, int] = {}
             for i in range(1, n + 1):
                 run = services.run_launch(
@@ -407,26 +409,32 @@ class Command(BaseCommand):
                     time.sleep(0.1)
                     run.refresh_from_db()
                 pid = int(run.worker.rsplit(":", 1)[1])
-                rss_mb = _rss_mb(pid)
+                rss_mb, peak_mb = _rss_mb(pid), _rss_mb(pid, "VmHWM")
                 if pid not in pids:
                     pids.append(pid)
                 if rss_mb is not None:
                     series.append(rss_mb)
+                if peak_mb is not None:
+                    peaks.append(peak_mb)
                 statuses[run.status] = statuses.get(run.status, 0) + 1
                 if i == 1 or i == n:
                     figures[f"after_run_{i}"] = {
                         "pid": pid,
                         "rss_mb": rss_mb,
+                        "peak_rss_mb": peak_mb,
                         "runs_in_this_process": Run.objects.filter(
                             team=team, worker=run.worker
                         ).count(),
                     }
-                self.stderr.write(f"run {i}/{n} {run.status} pid {pid} rss {rss_mb} MB")
+                self.stderr.write(
+                    f"run {i}/{n} {run.status} pid {pid} rss {rss_mb} MB peak {peak_mb} MB"
+                )
                 # The next run must find a live pool process (a recycled one is replaced).
                 time.sleep(0.5)
             figures["statuses"] = statuses
             figures["pool_processes_used"] = len(pids)
             figures["rss_max_mb"] = max(series, default=None)
+            figures["peak_rss_max_mb"] = max(peaks, default=None)
             if len(series) > 1 and len(pids) == 1:
                 figures["rss_mb_per_run_after_the_first"] = round(
                     (series[-1] - series[0]) / (len(series) - 1), 2
