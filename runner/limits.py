@@ -19,6 +19,7 @@ __all__ = [
     "MAX_REQUESTS",
     "MAX_SESSIONS_AT_ONCE",
     "MAX_SYNTHETIC_BLOCKS",
+    "MAX_SYNTHETIC_REQUESTS",
 ]
 
 
@@ -54,6 +55,11 @@ MAX_CLIENT_WORKERS = _env_number("AIPERF_MAX_CLIENT_WORKERS", 1024)
 # traces take ~11 bytes per block: the default keeps a workload under ~0.7 GB and its
 # generation under a minute; the defaults' 32 trees are ~10.5 million.
 MAX_SYNTHETIC_BLOCKS = _env_number("AIPERF_MAX_SYNTHETIC_BLOCKS", 100_000_000)
+# Requests the synthetic generator may produce, estimated the same way: a workload of small
+# prompts (a huge block_size) passes the block bound with any number of trees, and each
+# generated request costs ~0.5 KB and ~20 µs whatever its prompt (5,000 trees of ~240
+# requests: 17 s and 421 MB). The default keeps generation under ~30 s and ~1 GB.
+MAX_SYNTHETIC_REQUESTS = _env_number("AIPERF_MAX_SYNTHETIC_REQUESTS", 2_000_000)
 # Sessions a replay may hold live at once: lanes (closed timing too) times the sessions of the
 # workload's largest tree, or that tree alone under rate and schedule timing. A fan-out tree
 # starts every child at once on every lane, and the simulator then works through all those

@@ -25,7 +25,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runner.errors import Stopped
-from runner.limits import MAX_SYNTHETIC_BLOCKS
+from runner.limits import MAX_SYNTHETIC_BLOCKS, MAX_SYNTHETIC_REQUESTS
 from runner.trace.build import SessionDraft, assemble_trees, content_scope
 from runner.trace.model import Branch, BranchMode, Trace, TraceFormat, Tree, Turn
 from runner.trace.timing import with_nominal_times
@@ -147,6 +147,12 @@ class SyntheticConfig(BaseModel):
         if self.common_prefix_tokens > self.main_system_tokens[0]:
             raise ValueError("common_prefix_tokens cannot exceed main_system_tokens")
         requests, blocks = self.estimated_size()
+        if requests > MAX_SYNTHETIC_REQUESTS:
+            raise ValueError(
+                f"about {requests:,.0f} requests = {self.trees} trees x "
+                f"~{requests / self.trees:,.0f}, over {MAX_SYNTHETIC_REQUESTS:,} "
+                "(AIPERF_MAX_SYNTHETIC_REQUESTS): fewer trees, turns or subagents"
+            )
         if requests * blocks > MAX_SYNTHETIC_BLOCKS:
             per_tree = requests / self.trees
             # Short enough for one line of a form (messages are cut at 200 characters).

@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 
 from runner import SpecError, SyntheticConfig, parse_spec
-from runner.limits import MAX_CONCURRENCY, MAX_DURATION_S, MAX_SYNTHETIC_BLOCKS
+from runner.limits import (
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_SYNTHETIC_BLOCKS,
+    MAX_SYNTHETIC_REQUESTS,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE = {"kind": "endpoint", "url": "http://127.0.0.1:8100", "model": "m"}
@@ -71,12 +76,25 @@ def test_an_unbounded_synthetic_knob_is_refused(synthetic: dict[str, Any]) -> No
 
 def test_a_synthetic_workload_too_big_to_hold_is_refused_naming_the_product() -> None:
     # Each knob within its own range; together over a gigabyte of prompt blocks.
-    big = {"trees": 2000, "main_turns": [200, 400], "spawn_probability": 0.5}
+    big = {"trees": 50, "main_turns": [200, 400], "spawn_probability": 0.5}
     with pytest.raises(SpecError) as caught:
         parse_spec({"workload": {"synthetic": big}})
     message = str(caught.value)
-    assert "prompt blocks = 2000 trees x" in message
+    assert "prompt blocks = 50 trees x" in message
     assert f"{MAX_SYNTHETIC_BLOCKS:,}" in message and "AIPERF_MAX_SYNTHETIC_BLOCKS" in message
+
+
+def test_a_synthetic_workload_of_too_many_small_requests_is_refused() -> None:
+    # Tiny prompts (one block each) pass the block bound with any number of trees; 100,000
+    # trees would still be ~24 million requests: minutes of generation and gigabytes.
+    many = {"trees": 100_000, "block_size": 65_536}
+    with pytest.raises(SpecError) as caught:
+        parse_spec({"workload": {"synthetic": many}})
+    message = str(caught.value)
+    assert "requests = 100000 trees x" in message
+    assert f"{MAX_SYNTHETIC_REQUESTS:,}" in message and "AIPERF_MAX_SYNTHETIC_REQUESTS" in message
+    # The size the cancel tests generate stays accepted.
+    parse_spec({"workload": {"synthetic": {"trees": 5_000, "block_size": 65_536}}})
 
 
 def test_the_synthetic_estimate_errs_high_but_not_wildly() -> None:
