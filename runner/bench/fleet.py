@@ -202,6 +202,23 @@ def bench_fleet(
     )
 
 
+def _growth(series: list[dict[str, float]]) -> dict[str, float] | None:
+    """All hosts' RSS, copies and copy bytes gained per minute over the run's second half
+    (after the lanes filled): flat when copies are bounded by live sessions, rising with a
+    leak."""
+    if len(series) < 4:
+        return None
+    half = series[len(series) // 2 :]
+    first, last = half[0], half[-1]
+    minutes = (last["t_s"] - first["t_s"]) / 60.0
+    if minutes <= 0:
+        return None
+    return {
+        key: round((last[key] - first[key]) / minutes, 1)
+        for key in ("rss_mib", "copies", "copy_mib")
+    }
+
+
 def _percentile(ordered: list[float], q: float) -> float | None:
     if not ordered:
         return None
@@ -218,8 +235,12 @@ def bench_fleet_rss(
     """Each host's resident memory at the start and end of a long run, legacy beside
     spawn-pin (the same synthetic agentic workload: big contexts, many SPAWN subagents), with
     the session copies the hosts still hold. Legacy's stale copies are real memory now."""
+    # Short trees, so lanes finish theirs and start new ones many times within the run: a
+    # steady state where copies of live sessions stay level unless they leak.
     trace = generate_synthetic(
-        SyntheticConfig(seed=5, trees=40, spawn_probability=0.5, main_turns=(10, 30))
+        SyntheticConfig(
+            seed=5, trees=400, spawn_probability=0.5, main_turns=(6, 12), subagent_turns=(2, 6)
+        )
     )
     replay = ReplayConfig(concurrency=concurrency, duration_s=duration_s, speedup=50.0, seed=3)
     out: dict[str, Any] = {}
@@ -267,11 +288,22 @@ async def _rss_run(
         engine=EngineConfig(client_workers=hosts, policy=policy),
     )
     last: dict[int, dict[str, Any]] = {}
+    series: list[dict[str, float]] = []
+    started = time.monotonic()
 
     async def sample() -> None:
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(2.0)
             last.update(sender.heartbeats)
+            beats = list(last.values())
+            series.append(
+                {
+                    "t_s": round(time.monotonic() - started, 1),
+                    "rss_mib": sum(b["rss_bytes"] for b in beats) / 2**20,
+                    "copies": sum(b["copies"] for b in beats),
+                    "copy_mib": sum(b["copy_bytes"] for b in beats) / 2**20,
+                }
+            )
 
     sampler = asyncio.create_task(sample())
     try:
@@ -281,6 +313,7 @@ async def _rss_run(
         procs.close()
     mib = 1 / (1024 * 1024)
     return {
+        "growth_second_half_per_min": _growth(series),
         "requests": summary["requests"],
         "worker_switches": summary["worker_switches"],
         "orphaned_session_copies": summary["orphaned_session_copies"],
