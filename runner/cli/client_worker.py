@@ -58,14 +58,15 @@ async def _with_stack_dump(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def run(args: argparse.Namespace) -> int:
-    from runner.fleet import run_host
+    from runner.fleet import host_loop, run_host
 
     if args.worker < 0:
         sys.stderr.write("error: --worker must be 0 or more\n")
         return 2
-    report = asyncio.run(
-        _with_stack_dump(run_host(args.redis, args.run, args.worker, wait_config_s=args.wait_s))
-    )
+    with asyncio.Runner(loop_factory=host_loop) as runner:
+        report = runner.run(
+            _with_stack_dump(run_host(args.redis, args.run, args.worker, wait_config_s=args.wait_s))
+        )
     print(
         json.dumps(
             {

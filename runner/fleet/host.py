@@ -36,7 +36,7 @@ from runner.fleet.wire import (
     encode_result,
 )
 
-__all__ = ["HostReport", "read_host_config", "run_host", "write_host_config"]
+__all__ = ["HostReport", "host_loop", "read_host_config", "run_host", "write_host_config"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _READ_BATCH = 512  # stream entries per read: one tick's worth at thousands of credits/s
@@ -67,6 +67,17 @@ class _State:
     # Set when the host winds down: its loops finish the Redis command in hand and leave
     # (cancelling redis-py's asyncio client mid-command can leave it waiting forever).
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def host_loop() -> asyncio.AbstractEventLoop:
+    """The event loop a host runs on: uvloop where installed. A host only waits on sockets
+    (it never sleeps below a millisecond, where uvloop's timer rounds to zero), and uvloop's
+    wake-ups are what a credit's trip through the host costs."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def rss_bytes() -> int:
