@@ -17,7 +17,7 @@ from django.conf import settings
 from aiperf_web.core.webhooks import webhook_deliver
 from aiperf_web.reports.selectors import run_verdict, scenario_baseline
 from aiperf_web.runs.models import Run
-from aiperf_web.runs.services import run_log
+from aiperf_web.runs.worker import run_log
 
 __all__ = ["EVENT", "WebhookBody", "run_webhook_body", "run_webhooks_send"]
 

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connection
 
 from aiperf_web.runs import services
+from aiperf_web.runs import worker as runs_worker
 from aiperf_web.runs.models import Run, Status
 from aiperf_web.runs.sink import RunSink
 from tests.web.conftest import World, _test_database_url
@@ -82,7 +83,7 @@ def test_a_run_whose_connections_die_at_its_end_keeps_its_summary(
 
     monkeypatch.setattr(RunSink, "close", close_then_blip)
     try:
-        status = services.run_execute(run_uuid=str(launched.uuid), worker="blip-test")
+        status = runs_worker.run_execute(run_uuid=str(launched.uuid), worker="blip-test")
     finally:
         # The pool may still hold connections the blip killed: later tests get a new one.
         connection.close()
@@ -96,4 +97,4 @@ def test_a_run_whose_connections_die_at_its_end_keeps_its_summary(
     assert ended.finished_at is not None
     assert ended.records_count > 0
     # The reaper has nothing to judge: the run is final.
-    assert services.runs_reap_stale(older_than_s=0) == 0
+    assert runs_worker.runs_reap_stale(older_than_s=0) == 0

@@ -360,6 +360,7 @@ def test_a_run_sends_the_secret_headers_but_its_stored_spec_never_holds_them(
     transactional_db: Any, mock_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import aiperf_web.runs.services as run_services
+    from aiperf_web.runs import worker as runs_worker
     from aiperf_web.runs.models import Run
 
     world = World(mock_url)
@@ -378,8 +379,8 @@ def test_a_run_sends_the_secret_headers_but_its_stored_spec_never_holds_them(
         seen.append(spec)
         raise RuntimeError("the test stops here")
 
-    monkeypatch.setattr(run_services, "run", engine)
-    run_services.run_execute(run_uuid=str(run.uuid), worker="test")
+    monkeypatch.setattr(runs_worker, "run", engine)
+    runs_worker.run_execute(run_uuid=str(run.uuid), worker="test")
     assert seen, "the engine was not started"
     assert seen[0].target.headers == {"X-Team": "perf", "api-key": AZURE_KEY}
     stored = Run.objects.get(pk=run.pk)

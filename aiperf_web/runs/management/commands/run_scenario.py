@@ -18,6 +18,7 @@ from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.endpoints.selectors import endpoint_list
 from aiperf_web.runs import services
+from aiperf_web.runs import worker as runs_worker
 from aiperf_web.runs.models import Run, Status
 from aiperf_web.runs.selectors import run_latest_sample
 from aiperf_web.scenarios.selectors import scenario_list
@@ -77,7 +78,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=2) from None
         self.stderr.write(f"run {run.uuid} queued")
         if opts["inline"]:
-            services.run_execute(run_uuid=str(run.uuid), worker="inline")
+            runs_worker.run_execute(run_uuid=str(run.uuid), worker="inline")
         deadline = time.monotonic() + opts["timeout"]
         last = ""
         while True:

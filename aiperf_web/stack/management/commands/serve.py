@@ -21,8 +21,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from aiperf_web.core.mock import MockServer, die_with_parent
 from aiperf_web.core.proxy import uvicorn_proxy_options
-from aiperf_web.runs.services import runs_requeue_queued
-from aiperf_web.runs.worker import StaleRunReaper
+from aiperf_web.runs.worker import StaleRunReaper, runs_requeue_queued
 from aiperf_web.stack.demo import DEMO_USER, demo_bootstrap, mock_url_default
 from aiperf_web.stack.dynamo import RealDynamo, real_dynamo_launch
 from aiperf_web.stack.worker import EmbeddedWorker, worker_command
