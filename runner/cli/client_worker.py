@@ -9,15 +9,8 @@ run ends, or when the orchestrator has been gone for a few seconds.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
-import signal
 import sys
-from collections.abc import Coroutine
-from typing import Any, TypeVar
-
-T = TypeVar("T")
 
 __all__ = ["add_parser", "run"]
 
@@ -43,30 +36,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(handler=run)
 
 
-async def _with_stack_dump(coro: Coroutine[Any, Any, T]) -> T:
-    """`kill -USR1 <pid>` prints what every task of this host is waiting on (to stderr)."""
-    loop = asyncio.get_running_loop()
-
-    def dump() -> None:
-        for task in asyncio.all_tasks(loop):
-            task.print_stack(file=sys.stderr)
-        sys.stderr.flush()
-
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGUSR1, dump)
-    return await coro
-
-
 def run(args: argparse.Namespace) -> int:
-    from runner.fleet import host_loop, run_host
+    from runner.fleet import serve_host
 
     if args.worker < 0:
         sys.stderr.write("error: --worker must be 0 or more\n")
         return 2
-    with asyncio.Runner(loop_factory=host_loop) as runner:
-        report = runner.run(
-            _with_stack_dump(run_host(args.redis, args.run, args.worker, wait_config_s=args.wait_s))
-        )
+    report = serve_host(args.redis, args.run, args.worker, wait_config_s=args.wait_s)
     print(
         json.dumps(
             {

@@ -15,7 +15,7 @@ from runner.fleet.plan import FleetError, FleetPlan, LocalHosts
 from runner.fleet.wire import RunKeys
 
 if TYPE_CHECKING:
-    from runner.fleet.host import HostReport, host_loop, run_host
+    from runner.fleet.host import HostReport, host_loop, run_host, serve_host
     from runner.fleet.sender import FleetSender, LostWorker
 
 # The Redis client loads with the first of these names a process uses, not with the engine's
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "HostReport": "runner.fleet.host",
     "host_loop": "runner.fleet.host",
+    "serve_host": "runner.fleet.host",
     "run_host": "runner.fleet.host",
     "FleetSender": "runner.fleet.sender",
     "LostWorker": "runner.fleet.sender",
@@ -48,4 +49,5 @@ __all__ = [
     "RunKeys",
     "host_loop",
     "run_host",
+    "serve_host",
 ]

@@ -15,8 +15,11 @@ import contextlib
 import json
 import os
 import resource
+import signal
 import socket
+import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -36,7 +39,14 @@ from runner.fleet.wire import (
     encode_result,
 )
 
-__all__ = ["HostReport", "host_loop", "read_host_config", "run_host", "write_host_config"]
+__all__ = [
+    "HostReport",
+    "host_loop",
+    "read_host_config",
+    "run_host",
+    "serve_host",
+    "write_host_config",
+]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _READ_BATCH = 512  # stream entries per read: one tick's worth at thousands of credits/s
@@ -67,6 +77,30 @@ class _State:
     # Set when the host winds down: its loops finish the Redis command in hand and leave
     # (cancelling redis-py's asyncio client mid-command can leave it waiting forever).
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def serve_host(redis_url: str, run: str, worker: int, *, wait_config_s: float = 30.0) -> HostReport:
+    """`run_host` on the host's own event loop, blocking: what a client-worker process runs
+    (`python -m runner client-worker`, the service's `fleet.host` task). `kill -USR1 <pid>`
+    prints what each of its tasks waits on."""
+    with asyncio.Runner(loop_factory=host_loop) as runner:
+        return runner.run(
+            _with_stack_dump(run_host(redis_url, run, worker, wait_config_s=wait_config_s))
+        )
+
+
+async def _with_stack_dump(coro: Coroutine[Any, Any, HostReport]) -> HostReport:
+    loop = asyncio.get_running_loop()
+
+    def dump() -> None:
+        for task in asyncio.all_tasks(loop):
+            task.print_stack(file=sys.stderr)
+        sys.stderr.flush()
+
+    # Not in every thread or on every platform (a task queue's worker thread): then without.
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGUSR1, dump)
+    return await coro
 
 
 def host_loop() -> asyncio.AbstractEventLoop:
