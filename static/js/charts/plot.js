@@ -110,19 +110,21 @@ export class Chart {
       this.markPlotted();
       return true;
     }
-    let drew = false;
+    const moved = !!r && (!this.range || this.range[0] !== r[0] || this.range[1] !== r[1]);
+    if (moved) this.range = r;
     if (this.pending) {
       const p = this.pending;
       this.pending = null;
+      // New points and a new range in one plotly redraw, not two (extendTraces redraws the
+      // whole figure from el.layout, and so did the relayout after it: the live range's steps
+      // doubled the latency figure's cost on those snapshots). Our own range needs no relayout
+      // event: TimeLink ignores the ones it caused anyway.
+      if (moved) for (const key of axisKeys(this.el.layout)) this.el.layout[key] = { ...this.el.layout[key], range: r.slice(), autorange: false };
       window.Plotly.extendTraces(this.el, { x: p.x, y: p.y }, p.idx);
-      drew = true;
+      return true;
     }
-    if (r && (!this.range || this.range[0] !== r[0] || this.range[1] !== r[1])) {
-      this.range = r;
-      window.Plotly.relayout(this.el, xRangeUpdate(this.el.layout, r));
-      drew = true;
-    }
-    return drew;
+    if (moved) window.Plotly.relayout(this.el, xRangeUpdate(this.el.layout, r));
+    return moved;
   }
   markPlotted() {
     if (this.plotted) return;

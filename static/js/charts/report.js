@@ -103,10 +103,14 @@ export function drawRunPage(root, page, { live = false } = {}) {
   return finishRunPage(root, page, view, { all: true });
 }
 
-export function finishRunPage(root, page, view, { all = false } = {}) {
+// marks (optional): performance.now() after each step, for the benchmark.
+export function finishRunPage(root, page, view, { all = false, marks = {} } = {}) {
   view.loadHistory(page.history);
+  marks.history = performance.now();
   view.draw(all);
+  marks.firstFrame = performance.now();
   drawSlices(root.querySelector("#chart-depth"), page.by_depth || {}, "Latency by tree depth", ["0", "1", "2", "3+"]);
   drawSlices(root.querySelector("#chart-branch"), page.by_branch_mode || {}, "Latency by branch mode", ["root", "fork", "spawn"]);
+  marks.slices = performance.now();
   return view;
 }

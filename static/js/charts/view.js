@@ -3,14 +3,17 @@
 // to the charts the page declares (json_script "chart-specs", from aiperf_web/live/charts.py;
 // their code in catalog.js), and draws in place: time series grow with Plotly.extendTraces, the
 // "latest" charts are replaced with Plotly.react, at most FRAME_BUDGET_MS of plotly work per
-// animation frame however many samples arrived. Charts scrolled out of view keep their pending
-// points and draw when they come back. The time-series charts share one x range, zoom together
+// animation frame however many samples arrived (a live run with many workers: one chart per
+// snapshot). Charts scrolled out of view keep their pending points and draw when they come
+// back; the ones never in view are plotted in idle time. The time-series charts share one x range, zoom together
 // and show one crosshair (plot.js TimeLink).
 import { CATALOG } from "./catalog.js";
 import { fmt, fmtBytes, fmtClock, fmtDuration, percent, workerColor } from "./format.js";
 import { TimeLink } from "./plot.js";
 
 const FRAME_BUDGET_MS = 12;
+// A live run with more client workers than this draws one plotly redraw per snapshot (below).
+const MANY_WORKERS = 16;
 
 export function chartSpecs(doc = document) {
   const el = doc.getElementById("chart-specs");
@@ -148,6 +151,7 @@ export class RunView {
     for (const { code, chart } of this.series) code.ingest(chart, s, this);
     this.prevSampleT = t;
     this.drawnSeqs.push(sample.seq);
+    this.turnOpen = true; // a new snapshot: the next chart's turn (draw())
     return true;
   }
 
@@ -167,7 +171,7 @@ export class RunView {
   // Redraw gap of a chart: its declared one once the run has many workers (dozens of traces,
   // or a table of them), else every snapshot.
   gapOf(spec) {
-    return spec.redraw_s && this.workers > 16 ? 1000 * spec.redraw_s : 0;
+    return spec.redraw_s && this.workers > MANY_WORKERS ? 1000 * spec.redraw_s : 0;
   }
 
   // One frame does the cheap DOM work (KPIs, progress, worker table, counters, leak text) and
@@ -175,6 +179,13 @@ export class RunView {
   // waits for the next frames, so no frame blocks the page for long. Charts out of view wait
   // until they are scrolled to; a chart with a redraw interval (at many workers) waits for it.
   // `force` (the first draw, the report, the export) draws everything now.
+  //
+  // A live run with many client workers draws one chart per snapshot: every plotly redraw there
+  // costs 10-40 ms of the main thread whatever it adds (plotly redraws the whole figure), so two
+  // in one snapshot interval (the latency figure and a counter falling due, or a chart scrolled
+  // into view) were the slow snapshots. The charts in view take turns: the latency figure (and
+  // any chart redrawn every snapshot) at least every other snapshot, the others oldest first.
+  // A feed that pauses longer than a snapshot interval opens the next turn itself.
   draw(force = false) {
     const started = performance.now();
     const cost = {};
@@ -182,7 +193,7 @@ export class RunView {
     if (this.latestDirty && this.latest) this.markPanels(this.latest.data || {});
     const range = this.timeRange();
     const now = performance.now();
-    const jobs = [];
+    let jobs = [];
     let waiting = Infinity;
     for (const job of this.jobs(range)) {
       if (!job.dirty()) continue;
@@ -192,13 +203,19 @@ export class RunView {
       jobs.push(job);
     }
     jobs.sort((a, b) => (a.lastAt || 0) - (b.lastAt || 0));
-    // Periodic jobs that fall due together take turns: one per round of frames, the others in
-    // the next round, so no snapshot pays for all of them.
-    if (!force) {
-      let periodic = this.periodicInRound ? 1 : 0;
-      for (let i = 0; i < jobs.length; i++) {
-        if (!jobs[i].gap) continue;
-        if (periodic++ > 0) { jobs.splice(i, 1); i -= 1; waiting = Math.min(waiting, 30); }
+    const paced = !force && this.live && this.paced && this.workers > MANY_WORKERS;
+    if (paced && jobs.length) {
+      const idleMs = 1200 * this.intervalS;
+      if (!this.turnOpen && now - (this.turnAt || 0) >= idleMs) this.turnOpen = true;
+      if (!this.turnOpen) {
+        waiting = Math.min(waiting, idleMs - (now - (this.turnAt || 0)));
+        jobs = [];
+      } else {
+        // Every-snapshot charts (no redraw interval) first, unless one of them had the last turn.
+        const steady = jobs.filter((j) => !j.gap), periodic = jobs.filter((j) => j.gap);
+        const pick = (this.steadyHadTurn && periodic.length) || !steady.length ? periodic[0] : steady[0];
+        if (jobs.length > 1) waiting = Math.min(waiting, idleMs);
+        jobs = [pick];
       }
     }
     let done = 0;
@@ -207,9 +224,9 @@ export class RunView {
       const t0 = performance.now();
       job.run();
       job.lastAt = performance.now();
-      if (job.gap) this.periodicInRound = true;
       cost[job.name] = job.lastAt - t0;
       done += 1;
+      if (this.turnOpen) { this.turnOpen = false; this.turnAt = job.lastAt; this.steadyHadTurn = !job.gap; }
     }
     // The text of the page last: written before the charts, it left the layout dirty and the
     // first chart's measuring paid for laying out the whole page again (the worker table's
@@ -227,9 +244,13 @@ export class RunView {
       clearTimeout(this.waitTimer);
       this.waitTimer = setTimeout(() => this.schedule(), waiting + 5);
     }
-    // A snapshot counts as drawn once no chart in view that is due still waits for it.
+    // A snapshot counts as drawn once no chart in view that is due (and, paced, has the turn)
+    // still waits for it.
     if (done === jobs.length) {
-      this.periodicInRound = false;
+      if (!paced) this.plotLater();
+      // The snapshot is drawn: its turn is over, used or not (a chart scrolled into view after
+      // it waits for the next snapshot, not drawn now and paid for by the next one).
+      if (paced && this.drawnSeqs.length && this.turnOpen) { this.turnOpen = false; this.turnAt = performance.now(); }
       const seqs = this.drawnSeqs;
       this.drawnSeqs = [];
       if (this.onDrawn) this.onDrawn(seqs, performance.now() - started, cost);
@@ -245,18 +266,39 @@ export class RunView {
           name: spec.id, visible: inView(chart.el), lastAt: 0, view: this,
           get gap() { return this.view.gapOf(spec); },
           dirty: () => chart.dirty(this.range),
+          unplotted: () => !chart.plotted,
           run: () => { chart.flush(this.range); },
         })),
         ...this.panels.map((p) => ({
           name: p.spec.id, visible: inView(p.el), lastAt: 0, view: this,
           get gap() { return this.view.gapOf(p.spec); },
           dirty: () => p.dirty && !!this.latest && !!p.el,
-          run: () => { p.dirty = false; p.code.draw(p.el, this.latest.data || {}, this, p.spec); },
+          unplotted: () => !p.plotted,
+          run: () => { p.dirty = false; p.plotted = true; p.code.draw(p.el, this.latest.data || {}, this, p.spec); },
         })),
       ];
     }
     this.range = range;
     return this._jobs;
+  }
+
+  // Once the charts in view are drawn, the others are plotted in idle time, one per idle
+  // callback: a chart scrolled to then only takes its new points (or nothing), not its first
+  // plot while the page scrolls. Not while a run with many workers draws a chart per snapshot.
+  plotLater() {
+    if (this.idleHandle || !this.visibleEls || !this._jobs) return;
+    const idle = window.requestIdleCallback || ((f) => setTimeout(f, 100));
+    this.idleHandle = idle(() => {
+      this.idleHandle = null;
+      if (this.live && this.paced && this.workers > MANY_WORKERS) return;
+      const job = this._jobs.find((j) => j.unplotted() && j.dirty());
+      if (!job) return;
+      const t0 = performance.now();
+      job.run();
+      job.lastAt = performance.now();
+      if (this.onDrawn) this.onDrawn([], job.lastAt - t0, { [job.name]: job.lastAt - t0 });
+      this.plotLater();
+    }, { timeout: 3000 });
   }
 
   markPanels(d) {
@@ -468,6 +510,9 @@ export class RunView {
 
   // Feed one live message.
   push(message) {
+    // From the first pushed snapshot on, a run with many workers is drawn a chart per snapshot
+    // (draw()); what the page loaded with is drawn at once, a frame budget at a time.
+    this.paced = true;
     const fresh = this.ingest(message);
     if (fresh) this.setLatest(message, message.leak);
     this.schedule();

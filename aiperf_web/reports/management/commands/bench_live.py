@@ -15,6 +15,10 @@
 5. cancel: click on Cancel -> the page's badge says "cancelled", with a stand-in for the worker
    (the run watcher's own poll, then the final save), over the real channel layer.
 
+`--verbose` adds each chart's draw time, the slowest snapshots with what they drew and each report
+load's timeline (HTML received, script ran, history ingested, first frame, charts in view drawn);
+`--profile FILE` records Chromium's CPU profile of the live part and prints where its time went.
+
 The page is waited for with functions, never expression strings: the pages' Content-Security-
 Policy refuses the eval Playwright would use for those.
 
@@ -134,6 +138,11 @@ class Command(BaseCommand):
         parser.add_argument("--viewport", choices=("laptop", "tall"), default="laptop")
         parser.add_argument("--no-scroll", action="store_true", help="no scrolling (live part)")
         parser.add_argument("--cancels", type=int, default=5, help="cancel clicks timed")
+        parser.add_argument("--loads", type=int, default=3, help="report page loads timed")
+        parser.add_argument(
+            "--profile", metavar="FILE", help="write a CPU profile of the live part (.cpuprofile) "
+            "and print the functions with the most self time and the long tasks"
+        )  # fmt: skip
 
     def handle(self, *args: Any, **opts: Any) -> None:
         # Playwright's sync API keeps an event loop on this thread; our ORM calls between its
@@ -263,13 +272,25 @@ class Command(BaseCommand):
                                   "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
                                   "url": base}])  # fmt: skip
                 page = ctx.new_page()
-                loads = []
-                for _ in range(3):
+                loads, timelines = [], []
+                for _ in range(opts["loads"]):
                     started = time.perf_counter()
                     page.goto(f"{base}/runs/{stored.uuid}/")
                     page.wait_for_function("() => window.aiperfRun && aiperfRun.drawMs.length > 0")
                     loads.append((time.perf_counter() - started) * 1000)
+                    # Where a load's time went (ms since navigation): the HTML received, the
+                    # page's script ran, history ingested, first frame, slices, charts drawn.
+                    timelines.append(page.evaluate(
+                        "() => { const n = performance.getEntriesByType('navigation')[0];"
+                        " const m = {response: n.responseEnd, dom: n.domInteractive,"
+                        " ...aiperfRun.marks}; return Object.fromEntries("
+                        "Object.entries(m).map(([k, v]) => [k, Math.round(v)])); }"
+                    ))  # fmt: skip
                 figures["report_1m_requests"]["browser_ready_ms"] = _summary(loads)
+                figures["report_1m_requests"]["loads"] = [round(v) for v in loads]
+                if opts["verbose"]:
+                    for timeline in timelines:
+                        self.stderr.write(f"  report load timeline (ms): {timeline}")
                 figures.update(self._live(page, base, team, user, template, opts))
                 figures.update(self._cancel(page, base, team, user, opts))
                 browser.close()
@@ -313,6 +334,13 @@ class Command(BaseCommand):
             finally:
                 connection.close()
 
+        cdp = None
+        if opts.get("profile"):
+            # Chromium's sampling profiler over the live part: where the main thread's time goes.
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Profiler.enable")
+            cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+            cdp.send("Profiler.start")
         producer = threading.Thread(target=produce, name="bench-producer")
         producer.start()
         last = opts["snapshots"] - 1
@@ -322,6 +350,10 @@ class Command(BaseCommand):
         )
         producer.join()
         page.evaluate("() => clearInterval(window.benchScroll)")
+        if cdp is not None:
+            profile = cdp.send("Profiler.stop")["profile"]
+            Path(opts["profile"]).write_text(json.dumps(profile))
+            self._print_profile(profile)
         probe = page.evaluate(
             "() => ({drawnAt: aiperfRun.drawnAt, drawMs: aiperfRun.drawMs, "
             "ingestMs: aiperfRun.ingestMs, costs: aiperfRun.costs, frameMs: aiperfRun.frameMs})"
@@ -331,6 +363,14 @@ class Command(BaseCommand):
             for name in names:
                 values = [c[name] for c in probe["costs"][1:] if name in c]
                 self.stderr.write(f"  draw {name}: {_summary(values)}")
+            # The slowest snapshots, and what each of them drew (ms per chart).
+            slowest = sorted(
+                zip(probe["drawMs"][1:], probe["costs"][1:], strict=False), key=lambda p: -p[0]
+            )[:6]
+            for total, cost in slowest:
+                ordered = sorted(cost.items(), key=lambda kv: -kv[1])
+                parts = ", ".join(f"{k} {v:.1f}" for k, v in ordered)
+                self.stderr.write(f"  slow snapshot {total:.1f} ms: {parts}")
         latencies = [probe["drawnAt"][str(s)] - t for s, t in produced.items()
                      if str(s) in probe["drawnAt"]]  # fmt: skip
         # The first message is the history; then one message per snapshot. drawMs: the
@@ -352,6 +392,25 @@ class Command(BaseCommand):
                 "longest_frame_ms": round(max(frames), 1) if frames else None,
             },
         }  # fmt: skip
+
+    def _print_profile(self, profile: dict[str, Any]) -> None:
+        """Self time per function (name, file, line), the top 30, from a CDP CPU profile."""
+        nodes = {n["id"]: n for n in profile["nodes"]}
+        deltas = profile.get("timeDeltas") or []
+        self_us: dict[int, float] = {}
+        for node_id, delta in zip(profile.get("samples") or [], [*deltas[1:], 0], strict=False):
+            self_us[node_id] = self_us.get(node_id, 0.0) + delta
+        by_fn: dict[str, float] = {}
+        for node_id, us in self_us.items():
+            frame = nodes[node_id]["callFrame"]
+            url = frame.get("url", "").rsplit("/", 1)[-1]
+            name = frame.get("functionName") or "(anonymous)"
+            key = f"{name} {url}:{frame.get('lineNumber', 0) + 1}"
+            by_fn[key] = by_fn.get(key, 0.0) + us
+        total = sum(by_fn.values()) or 1.0
+        self.stderr.write(f"  profile: {total / 1000:.0f} ms sampled")
+        for key, us in sorted(by_fn.items(), key=lambda kv: -kv[1])[:30]:
+            self.stderr.write(f"  {us / 1000:8.1f} ms {100 * us / total:5.1f} %  {key}")
 
     def _cancel(
         self, page: Any, base: str, team: Team, user: User, opts: dict[str, Any]
