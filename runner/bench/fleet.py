@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,7 +27,7 @@ from typing import Any
 
 from runner.client import Timeouts
 from runner.cluster import ClusterConfig
-from runner.fleet import FleetSender
+from runner.fleet import FleetSender, LocalHosts
 from runner.mockserver import MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
@@ -81,25 +79,29 @@ def small_trace(trees: int) -> Trace:
     )
 
 
-class _Hosts:
-    def __init__(self, redis_url: str, run: str, workers: int) -> None:
-        self.procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "runner", "client-worker", "--redis", redis_url,
-                 "--run", run, "--worker", str(w)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for w in range(workers)
-        ]  # fmt: skip
-
-    def close(self) -> None:
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+async def _started_fleet(
+    url: str, trace: Trace, replay: ReplayConfig, *, redis_url: str, hosts: int
+) -> tuple[FleetSender, LocalHosts]:
+    """`hosts` local client-worker processes for one replay, answering."""
+    run = uuid.uuid4().hex[:12]
+    procs = LocalHosts(redis_url, run, hosts)
+    sender = FleetSender(
+        [trace],
+        redis_url=redis_url,
+        run=run,
+        workers=hosts,
+        endpoint=url,
+        model="mock-model",
+        api_key=None,
+        headers={},
+        timeouts=Timeouts(),
+        connections=replay.concurrency * 2,
+        isolate_trees=True,
+        want_worker_id=True,
+        ignore_eos=True,
+    )
+    await sender.start(timeout_s=60)
+    return sender, procs
 
 
 async def _replay(
@@ -119,25 +121,8 @@ async def _replay(
     sender = None
     procs = None
     if hosts:
-        run = uuid.uuid4().hex[:12]
-        procs = _Hosts(redis_url, run, hosts)
-        sender = FleetSender(
-            [trace],
-            redis_url=redis_url,
-            run=run,
-            workers=hosts,
-            endpoint=url,
-            model="mock-model",
-            api_key=None,
-            headers={},
-            timeouts=Timeouts(),
-            connections=replay.concurrency * 2,
-            isolate_trees=True,
-            want_worker_id=True,
-            ignore_eos=True,
-        )
+        sender, procs = await _started_fleet(url, trace, replay, redis_url=redis_url, hosts=hosts)
         sender.record_transit = True
-        await sender.start(timeout_s=60)
     try:
         cpu0 = time.process_time()
         result = await replay_live([trace], config, sender=sender)
@@ -262,24 +247,7 @@ async def _rss_run(
     redis_url: str,
     hosts: int,
 ) -> dict[str, Any]:
-    run = uuid.uuid4().hex[:12]
-    procs = _Hosts(redis_url, run, hosts)
-    sender = FleetSender(
-        [trace],
-        redis_url=redis_url,
-        run=run,
-        workers=hosts,
-        endpoint=url,
-        model="mock-model",
-        api_key=None,
-        headers={},
-        timeouts=Timeouts(),
-        connections=replay.concurrency * 2,
-        isolate_trees=True,
-        want_worker_id=True,
-        ignore_eos=True,
-    )
-    await sender.start(timeout_s=60)
+    sender, procs = await _started_fleet(url, trace, replay, redis_url=redis_url, hosts=hosts)
     start = {w: beat["rss_bytes"] for w, beat in sender.heartbeats.items()}
     config = LiveConfig(
         endpoint=url,
