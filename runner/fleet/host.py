@@ -319,6 +319,9 @@ async def _flush_forever(r: aioredis.Redis, keys: RunKeys, stream: str, state: _
             pipe.rpush(keys.returns, *results)
         if acks:
             pipe.xack(stream, GROUP, *acks)
+            # An answered credit is of no more use: its request body (often tens of KB) must
+            # not stay in Redis for the whole run.
+            pipe.xdel(stream, *acks)
         await pipe.execute()
 
 

@@ -54,6 +54,7 @@ _CONFIG_TTL_S = 24 * 3600
 _REDIS_GRACE_S = 10.0  # Redis unreachable this long: the run's owed requests are settled
 _CLOSE_S = 5.0  # closing waits at most this long per step
 _LINGER_S = 60  # the run's keys outlive its end by this much
+_ABANDONED_S = 600  # the run's keys outlive an orchestrator that died by this much
 # No Redis command waits longer than this for its answer (blocking ones block far less).
 SOCKET_TIMEOUT_S = 15.0
 
@@ -170,6 +171,10 @@ class FleetSender:
                     await self.redis.xgroup_create(
                         keys.credits(worker), GROUP, id="0", mkstream=True
                     )
+            pipe = self.redis.pipeline(transaction=False)
+            for key in self._run_keys():
+                pipe.expire(key, _ABANDONED_S)
+            await pipe.execute()
         except (OSError, ConnectionError, aioredis.RedisError) as exc:
             raise FleetError(f"cannot reach Redis for the run's client workers: {exc}") from exc
         deadline = time.monotonic() + timeout_s
@@ -319,7 +324,13 @@ class FleetSender:
             await self._sleep(HEARTBEAT_TTL_S / 6)
             if self._closed.is_set():
                 return
-            await self.redis.set(keys.prefix + "alive", b"1", ex=_ALIVE_TTL_S)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.set(keys.prefix + "alive", b"1", ex=_ALIVE_TTL_S)
+            # The run's keys expire unless refreshed: an orchestrator killed mid-run leaves
+            # nothing in Redis for long.
+            for key in self._run_keys():
+                pipe.expire(key, _ABANDONED_S)
+            await pipe.execute()
             beats = await self._read_heartbeats()
             self.heartbeats = beats
             self._last_beats.update(beats)  # a lost host's last word stays on view
@@ -399,6 +410,14 @@ class FleetSender:
 
     # ------------------------------------------------------------------------ closing
 
+    def _run_keys(self) -> list[str]:
+        keys = self.keys
+        return [
+            keys.prefix + "config",
+            keys.returns,
+            *[keys.credits(w) for w in range(self.workers)],
+        ]
+
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._closed.wait(), seconds)
@@ -423,11 +442,7 @@ class FleetSender:
                 # (deleting a stream a slow host has yet to read would cut it off mid-goodbye).
                 # A host that missed its stop leaves a few seconds later all the same.
                 pipe.expire(keys.prefix + "alive", 3)
-                for key in (
-                    keys.prefix + "config",
-                    keys.returns,
-                    *[keys.credits(w) for w in range(self.workers)],
-                ):
+                for key in self._run_keys():
                     pipe.expire(key, _LINGER_S)
                 await pipe.execute()
         with contextlib.suppress(aioredis.RedisError, OSError, TimeoutError):

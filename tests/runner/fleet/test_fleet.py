@@ -186,9 +186,18 @@ def replay(
             return (await replay_live(traces, config, sender=sender)).summary
 
         summary = asyncio.run(go())
-        return summary, hosts.reports()
+        reports = hosts.reports()
     finally:
         hosts.kill()
+    # Nothing of the run stays in Redis: answered credits are deleted as they are
+    # acknowledged, and every key of the run expires.
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = RunKeys(run)
+    for worker in range(workers):
+        assert client.xlen(keys.credits(worker)) == 0
+    for key in client.scan_iter(match=f"{keys.prefix}*"):
+        assert 0 < client.ttl(key) <= 600, key
+    return summary, reports
 
 
 def test_host_processes_give_the_routing_figures_of_the_in_process_engine(mock):
