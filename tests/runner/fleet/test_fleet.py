@@ -241,42 +241,49 @@ def test_lineage_binds_each_tree_once_and_never_closes_early_across_processes(mo
     assert fleet["early_closes"] == 0
 
 
-def test_a_host_killed_mid_run_is_lost_and_the_run_ends(mock):
-    """SIGKILL one host once requests flow: the run does not hang; what it owed is answered
-    `worker_lost` (never silently dropped or re-sent), the engine migrates its sessions, and
-    the summary names the worker and when."""
-    engine = EngineConfig(client_workers=3, policy=Policy.SPAWN_PIN, on_worker_loss="migrate")
+def run_killing_hosts(mock: str, *, workers: int, victims: list[int], after_results: int):
+    """A live run on `workers` host processes whose `victims` are SIGKILLed once that many
+    results came back (slow enough that the run is still going); returns the run's result
+    and its sender."""
+    engine = EngineConfig(client_workers=workers, policy=Policy.SPAWN_PIN, on_worker_loss="migrate")
     traces = [trace()]
     config = LiveConfig(
         endpoint=mock,
         model="mock-model",
-        # Slow enough that the run is still going when the host dies.
         replay=ReplayConfig(concurrency=6, max_trees=6, speedup=20.0),
         engine=engine,
     )
     run = uuid.uuid4().hex[:12]
-    hosts = Hosts(run, 3)
+    hosts = Hosts(run, workers)
     try:
 
         async def go():
-            sender = sender_for(mock, traces, 3, run)
+            sender = sender_for(mock, traces, workers, run)
             await sender.start(timeout_s=60)
 
             async def kill_when_busy():
-                while sender.stats.results < 10:
+                while sender.stats.results < after_results:
                     await asyncio.sleep(0.02)
-                os.kill(hosts.procs[1].pid, signal.SIGKILL)
+                for victim in victims:
+                    os.kill(hosts.procs[victim].pid, signal.SIGKILL)
 
             killer = asyncio.create_task(kill_when_busy())
             result = await replay_live(traces, config, sender=sender)
             await killer
             return result, sender
 
-        started = time.monotonic()
-        result, sender = asyncio.run(go())
-        elapsed = time.monotonic() - started
+        return asyncio.run(go())
     finally:
         hosts.kill()
+
+
+def test_a_host_killed_mid_run_is_lost_and_the_run_ends(mock):
+    """SIGKILL one host once requests flow: the run does not hang; what it owed is answered
+    `worker_lost` (never silently dropped or re-sent), the engine migrates its sessions, and
+    the summary names the worker and when."""
+    started = time.monotonic()
+    result, sender = run_killing_hosts(mock, workers=3, victims=[1], after_results=10)
+    elapsed = time.monotonic() - started
     summary = result.summary
     assert [lost["worker"] for lost in summary["client_workers_lost"]] == [1]
     assert [lost.worker for lost in sender.lost_workers()] == [1]
@@ -357,36 +364,8 @@ def test_credits_and_results_cross_the_wire_intact():
 
 
 def test_a_run_whose_every_host_dies_ends_and_says_so(mock):
-    engine = EngineConfig(client_workers=2, policy=Policy.SPAWN_PIN)
-    traces = [trace()]
-    config = LiveConfig(
-        endpoint=mock,
-        model="mock-model",
-        replay=ReplayConfig(concurrency=6, max_trees=6, speedup=20.0),
-        engine=engine,
-    )
-    run = uuid.uuid4().hex[:12]
-    hosts = Hosts(run, 2)
-    try:
-
-        async def go():
-            sender = sender_for(mock, traces, 2, run)
-            await sender.start(timeout_s=60)
-
-            async def kill_all_when_busy():
-                while sender.stats.results < 5:
-                    await asyncio.sleep(0.02)
-                for proc in hosts.procs:
-                    os.kill(proc.pid, signal.SIGKILL)
-
-            killer = asyncio.create_task(kill_all_when_busy())
-            result = await replay_live(traces, config, sender=sender)
-            await killer
-            return result
-
-        summary = asyncio.run(go()).summary
-    finally:
-        hosts.kill()
+    result, _ = run_killing_hosts(mock, workers=2, victims=[0, 1], after_results=5)
+    summary = result.summary
     assert summary["stopped_reason"] == "every client worker was lost"
     assert sorted(lost["worker"] for lost in summary["client_workers_lost"]) == [0, 1]
     assert summary["fleet"]["credits"] == summary["fleet"]["results"] + sum(
