@@ -4,6 +4,8 @@ from django.urls import include, path
 from aiperf_web.api.site import api
 from aiperf_web.core import views as core_views
 from aiperf_web.core.login import ThrottledAuthenticationForm
+from aiperf_web.reports import urls as reports_urls
+from aiperf_web.runs import urls as runs_urls
 
 urlpatterns = [
     path("", core_views.home, name="home"),
@@ -20,7 +22,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
     path("", include("aiperf_web.ops.urls")),
-    path("runs/", include("aiperf_web.runs.urls")),
+    # /runs/: the runs app's pages, and the run page, which reports owns.
+    path("runs/", include((runs_urls.urlpatterns + reports_urls.run_page_patterns, "runs"))),
     path("reports/", include("aiperf_web.reports.urls")),
     path("endpoints/", include("aiperf_web.endpoints.urls")),
     path("team/", include("aiperf_web.teams.urls")),

@@ -35,8 +35,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from aiperf_web.core.errors import ServiceError
 from aiperf_web.live import selectors as live_sel
+from aiperf_web.live.leaks import LeakPoint, leak_assess, leak_brief, leak_point
 from aiperf_web.ops.viewers import viewer_join
-from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_brief, leak_point
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import FINAL, Run
 from aiperf_web.runs.publisher import LogLine, RunState, run_group, team_group
@@ -343,9 +343,7 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.wake.set()
 
     async def _poll(self) -> None:
-        from aiperf_web.reports.selectors import runs_live_rows
-
-        rows_of = database_sync_to_async(runs_live_rows)
+        rows_of = database_sync_to_async(live_sel.runs_live_rows)
         read_at = -LIST_RECHECK_S
         while True:
             if await self.access.revoked():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any, TypedDict
 
@@ -23,14 +24,16 @@ from django.contrib import auth
 from django.contrib.sessions.backends.base import SessionBase
 from django.db.models import F, Q
 from django.db.models.functions import Mod
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from aiperf_web.live.charts import SLIM_FIELDS, SlimTree
-from aiperf_web.reports.leaks import LeakPoint, leak_point
-from aiperf_web.runs.models import Run, RunLog, RunSample
+from aiperf_web.live.leaks import LeakPoint, leak_flag, leak_point
+from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunLog, RunSample
 from aiperf_web.runs.publisher import LogLine, RunState, log_line, run_state
 from aiperf_web.teams.models import Membership
-from aiperf_web.teams.selectors import AnyUser, team_list_for_user
+from aiperf_web.teams.selectors import AnyUser, team_ids_for, team_list_for_user
 
 MAX_HISTORY_POINTS = 720
 
@@ -181,3 +184,63 @@ def viewer_still_allowed(*, session_key: str | None, user_pk: int, run_obj: Run 
     if run_obj is None:
         return True
     return Membership.objects.filter(user_id=user_pk, team_id=run_obj.team_id).exists()
+
+
+# -- the live runs list ------------------------------------------------------------------------
+
+RECENTLY_ENDED_S = 60
+
+
+def runs_live_rows(*, user: AnyUser) -> list[dict[str, Any]]:
+    """The rows the runs list updates in place: active runs of the user's teams and runs that
+    ended within the last minute, with progress and the leak flag."""
+    since = timezone.now() - timedelta(seconds=RECENTLY_ENDED_S)
+    qs = (
+        Run.objects.filter(team_id__in=team_ids_for(user=user))
+        .filter(status__in=ACTIVE)
+        .union(
+            Run.objects.filter(
+                team_id__in=team_ids_for(user=user), status__in=FINAL, finished_at__gte=since
+            )
+        )
+    )
+    rows = []
+    for r in list(qs)[:100]:
+        latest = (
+            RunSample.objects.filter(run_id=r.pk)
+            .order_by("-seq")
+            .values_list(
+                "data__progress",
+                "data__eta_s",
+                "data__requests",
+                "data__errors",
+                "data__cut_by_stop",
+                "data__routing__orphaned_session_copies",
+            )
+            .first()
+        )
+        progress, eta_s, requests, errors, cut_by_stop, orphaned = latest or (None,) * 6
+        drain = (r.summary or {}).get("drain") if r.status in FINAL else None
+        verdict = drain.get("verdict") if isinstance(drain, dict) else None
+        if r.status in FINAL and r.summary:
+            requests = r.summary.get("requests", requests)
+            errors = r.summary.get("errors", errors)
+            cut_by_stop = r.summary.get("cut_by_stop", cut_by_stop)
+            orphaned = r.summary.get("orphaned_session_copies", orphaned)
+        rows.append(
+            {
+                "id": str(r.uuid),
+                "status": r.status,
+                "scenario": r.scenario_name,
+                "target": r.endpoint_name,
+                "progress": progress,
+                "eta_s": eta_s,
+                "requests": requests,
+                "errors": errors,
+                "cut_by_stop": cut_by_stop,  # not errors: in flight when the run stopped
+                "orphaned": orphaned,
+                "leak": leak_flag(orphaned=orphaned, drain_verdict=verdict),
+                "url": reverse("runs:detail", args=[r.uuid]),
+            }
+        )
+    return rows

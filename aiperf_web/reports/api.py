@@ -11,9 +11,9 @@ from ninja import Router, Schema, Status
 from pydantic import ConfigDict, Field
 
 from aiperf_web.core.errors import Invalid
+from aiperf_web.live.leaks import leak_assess
 from aiperf_web.live.selectors import run_leak_points
 from aiperf_web.reports import selectors, services
-from aiperf_web.reports.leaks import leak_assess
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import Run
 

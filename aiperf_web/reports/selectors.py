@@ -13,19 +13,16 @@ import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Literal, TypedDict
 
-from django.utils import timezone
-
 from aiperf_web.core.errors import Invalid
+from aiperf_web.live.leaks import LeakVerdict, leak_assess
 from aiperf_web.live.selectors import History, run_history, run_leak_points
-from aiperf_web.reports.leaks import LeakVerdict, leak_assess, leak_flag
 from aiperf_web.reports.models import RunTrees
-from aiperf_web.reports.placement import placement_ratios
 from aiperf_web.runs import selectors as run_sel
-from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunRecord, RunSample, Status
-from aiperf_web.teams.selectors import AnyUser, team_ids_for
+from aiperf_web.runs.models import FINAL, Run, RunRecord, Status
+from aiperf_web.runs.placement import placement_ratios
+from aiperf_web.teams.selectors import AnyUser
 
 Better = Literal["lower", "higher", "none"]
 
@@ -471,63 +468,3 @@ def scenario_history(*, scenario: Any) -> dict[str, Any]:
         "verdict": verdict,
         "metrics": trend_metrics,
     }
-
-
-# -- the live runs list ------------------------------------------------------------------------
-
-RECENTLY_ENDED_S = 60
-
-
-def runs_live_rows(*, user: AnyUser) -> list[dict[str, Any]]:
-    """The rows the runs list updates in place: active runs of the user's teams and runs that
-    ended within the last minute, with progress and the leak flag."""
-    since = timezone.now() - timedelta(seconds=RECENTLY_ENDED_S)
-    qs = (
-        Run.objects.filter(team_id__in=team_ids_for(user=user))
-        .filter(status__in=ACTIVE)
-        .union(
-            Run.objects.filter(
-                team_id__in=team_ids_for(user=user), status__in=FINAL, finished_at__gte=since
-            )
-        )
-    )
-    rows = []
-    for r in list(qs)[:100]:
-        latest = (
-            RunSample.objects.filter(run_id=r.pk)
-            .order_by("-seq")
-            .values_list(
-                "data__progress",
-                "data__eta_s",
-                "data__requests",
-                "data__errors",
-                "data__cut_by_stop",
-                "data__routing__orphaned_session_copies",
-            )
-            .first()
-        )
-        progress, eta_s, requests, errors, cut_by_stop, orphaned = latest or (None,) * 6
-        drain = (r.summary or {}).get("drain") if r.status in FINAL else None
-        verdict = drain.get("verdict") if isinstance(drain, dict) else None
-        if r.status in FINAL and r.summary:
-            requests = r.summary.get("requests", requests)
-            errors = r.summary.get("errors", errors)
-            cut_by_stop = r.summary.get("cut_by_stop", cut_by_stop)
-            orphaned = r.summary.get("orphaned_session_copies", orphaned)
-        rows.append(
-            {
-                "id": str(r.uuid),
-                "status": r.status,
-                "scenario": r.scenario_name,
-                "target": r.endpoint_name,
-                "progress": progress,
-                "eta_s": eta_s,
-                "requests": requests,
-                "errors": errors,
-                "cut_by_stop": cut_by_stop,  # not errors: in flight when the run stopped
-                "orphaned": orphaned,
-                "leak": leak_flag(orphaned=orphaned, drain_verdict=verdict),
-                "url": f"/runs/{r.uuid}/",
-            }
-        )
-    return rows

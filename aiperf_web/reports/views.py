@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
@@ -24,62 +24,42 @@ from aiperf_web.endpoints.selectors import endpoint_list
 from aiperf_web.live.bundle import export_script
 from aiperf_web.reports import selectors, services
 from aiperf_web.reports.forms import ABForm
-from aiperf_web.reports.leaks import leak_brief
 from aiperf_web.reports.models import ABPair
-from aiperf_web.reports.placement import LABELS, NOT_REPORTED, placement_card
-from aiperf_web.reports.server_metrics import run_server_metrics
+from aiperf_web.reports.run_page import run_page
 from aiperf_web.runs import selectors as run_sel
+from aiperf_web.runs.forms import RunMetaForm
 from aiperf_web.runs.models import FINAL, Run
+from aiperf_web.runs.placement import NOT_REPORTED
 from aiperf_web.scenarios.selectors import scenario_get, scenario_list
 from aiperf_web.teams.models import Role
-from aiperf_web.teams.selectors import team_ids_for, teams_with_role
-from runner import SUMMARY_KEYS
+from aiperf_web.teams.selectors import role_in_team, team_ids_for, teams_with_role
 
 STATIC_CSS = Path(settings.BASE_DIR) / "static" / "css"
 
 
-def run_page_context(*, run_obj: Run) -> dict[str, Any]:
-    """What the run page (live and report) adds to the run detail context."""
-    report = selectors.run_report(run_obj=run_obj)
-    history = dict(report["history"])
-    history["leak"] = leak_brief(report["leak"])
-    drain = report["drain"]
-    last_log = run_obj.log_lines.order_by("-id").values_list("id", flat=True).first()
-    summary = run_obj.summary or {}
-    latest_sample = report["history"]["latest"]
-    latest = latest_sample["data"] if latest_sample else None
-    worker_ids = summary.get("inference_worker_ids")
-    page_data = {
-        "run_id": str(run_obj.uuid),
-        "status": run_obj.status,
-        "interval_s": (run_obj.spec or {}).get("snapshot_interval_s") or 1.0,
-        "history": history,
-        "by_depth": report["by_depth"],
-        "by_branch_mode": report["by_branch_mode"],
-        "trees_url": f"/reports/runs/{run_obj.uuid}/trees.json" if run_obj.summary else None,
-        "last_log_id": last_log or 0,
-        # index -> the server's worker id (Dynamo's 64-bit instance ids), when renumbered.
-        "inference_worker_ids": worker_ids if isinstance(worker_ids, dict) else {},
-    }
-    return {
-        "report": report,
-        "drain": drain,
-        "drain_workers": [
-            (i, n) for i, n in enumerate((drain or {}).get("orphaned_copies_by_worker") or []) if n
-        ],
-        "verdict": report["verdict"] if report["baseline"] is not None else None,
-        "baseline": report["baseline"],
-        "page_data": page_data,
-        "server_metrics": run_server_metrics(run_obj=run_obj),
-        "placement": placement_card(summary=run_obj.summary, latest=latest, spec=run_obj.spec),
-        "placement_not_reported": NOT_REPORTED,
-    }
-
-
-def figure_rows(rows: list[tuple[str, Any]]) -> list[tuple[str, str, Any]]:
-    """Summary rows for the "All figures" table: key, a readable name where one is known
-    (the placement figures), value."""
-    return [(key, LABELS.get(key, ""), value) for key, value in rows]
+@page
+def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The run page: live while the run goes (charts over the stored series, extended over the
+    WebSocket), its report once it ended."""
+    run_obj = run_sel.run_get(user=request.user, run_id=run_id)
+    role = role_in_team(user=request.user, team=run_obj.team)
+    meta = RunMetaForm(
+        initial={
+            "tags": ", ".join(run_obj.tag_list),
+            "notes": run_obj.notes,
+            "is_baseline": run_obj.is_baseline,
+        }
+    )
+    return render(
+        request,
+        "reports/run.html",
+        {
+            **run_page(run_obj=run_obj),
+            "can_edit": role in (Role.ADMIN, Role.MEMBER),
+            "log": run_sel.run_log_tail(run_obj=run_obj),
+            "meta": meta,
+        },
+    )
 
 
 @page
@@ -109,29 +89,18 @@ def run_export_html(request: HttpRequest, run_id: str) -> HttpResponse:
     """A self-contained report: plotly.js, our chart code, the run's series, summary and
     trees inline; opens from a file with no network."""
     run_obj = run_sel.run_get(user=request.user, run_id=run_id)
-    context = run_page_context(run_obj=run_obj)
+    context = run_page(run_obj=run_obj)
     page_data = context["page_data"]
     page_data["trees"] = selectors.run_trees(run_obj=run_obj) if run_obj.summary else None
-    summary_rows = run_sel.summary_flat(run_obj.summary)
     html = render_to_string(
         "reports/export.html",
         {
             **context,
-            "run": run_obj,
-            "summary_main": run_sel.summary_headline(run_obj.summary),
-            "summary_more": figure_rows(
-                [
-                    (k, v)
-                    for k, v in summary_rows
-                    if k not in SUMMARY_KEYS and not k.startswith("server_metrics.")
-                ]
-            ),
             "plotly_js": mark_safe(_script_safe(_plotly_js())),
             "charts_js": mark_safe(_script_safe(export_script())),
             "css": mark_safe(
                 _asset(str(STATIC_CSS / "app.css")) + _asset(str(STATIC_CSS / "live.css"))
             ),
-            "latest": (context["report"]["history"]["latest"] or {}).get("data"),
         },
         request=request,
     )
@@ -172,7 +141,7 @@ def compare(request: HttpRequest) -> HttpResponse:
                 "id": str(r.uuid),
                 "label": _run_label(r, i),
                 "status": r.status,
-                "url": f"/runs/{r.uuid}/",
+                "url": reverse("runs:detail", args=[r.uuid]),
             }
             for i, r in enumerate(runs)
         ],
@@ -305,7 +274,8 @@ def ab_detail(request: HttpRequest, pair_id: str) -> HttpResponse:
     )
     if pair is None:
         raise NotFound("A/B pair not found")
-    return redirect(f"/reports/compare/?runs={pair.run_a.uuid},{pair.run_b.uuid}&ab={pair.uuid}")
+    compare = reverse("reports:compare")
+    return redirect(f"{compare}?runs={pair.run_a.uuid},{pair.run_b.uuid}&ab={pair.uuid}")
 
 
 # -- scenario history ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from aiperf_web.reports.placement import LABELS as PLACEMENT_LABELS
+from aiperf_web.runs.placement import LABELS as PLACEMENT_LABELS
 
 # Names of the engine's summary keys (docs/product.md §6 and the extras a run records).
 FIGURE_LABELS: dict[str, str] = {

@@ -18,8 +18,8 @@ from django.utils import timezone
 from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.core.tags import tag_filter_value
-from aiperf_web.reports.placement import placement_rows
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
+from aiperf_web.runs.placement import placement_rows
 from aiperf_web.teams.selectors import AnyUser, team_ids_for
 from runner import LATENCY_KEYS, SUMMARY_KEYS
 

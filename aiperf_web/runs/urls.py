@@ -2,11 +2,11 @@ from django.urls import path
 
 from aiperf_web.runs import views
 
-app_name = "runs"
+# The namespace is given where these are included (aiperf_web/urls.py), with the run page,
+# which reports owns (reports.urls.run_page_patterns).
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_new, name="new"),
-    path("<str:run_id>/", views.run_detail, name="detail"),
     path("<str:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("<str:run_id>/rerun/", views.run_rerun, name="rerun"),
     path("<str:run_id>/meta/", views.run_meta, name="meta"),

@@ -3,7 +3,6 @@ actions) and the exports for the browser session."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -17,13 +16,11 @@ from aiperf_web.core.forms import add_service_errors, spec_values
 from aiperf_web.core.streaming import stream_response
 from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
-from aiperf_web.reports.views import figure_rows, run_page_context
 from aiperf_web.runs import selectors, services
 from aiperf_web.runs.forms import LaunchForm, RunFilterForm, RunMetaForm
 from aiperf_web.scenarios.selectors import scenario_list
 from aiperf_web.teams.models import Role
-from aiperf_web.teams.selectors import role_in_team, teams_with_role
-from runner import LATENCY_KEYS, SUMMARY_KEYS
+from aiperf_web.teams.selectors import teams_with_role
 
 
 @page
@@ -103,63 +100,6 @@ def run_new(request: HttpRequest) -> HttpResponse:
     return render(
         request, "runs/new.html", {"form": form, "affinity_data": form.affinity_by_target}
     )
-
-
-@page
-def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    run_obj = selectors.run_get(user=request.user, run_id=run_id)
-    role = role_in_team(user=request.user, team=run_obj.team)
-    latest = selectors.run_latest_sample(run_obj=run_obj)
-    meta = RunMetaForm(
-        initial={
-            "tags": ", ".join(run_obj.tag_list),
-            "notes": run_obj.notes,
-            "is_baseline": run_obj.is_baseline,
-        }
-    )
-    summary_rows = selectors.summary_flat(run_obj.summary)
-    return render(
-        request,
-        # The live dashboard and report (aiperf_web.reports): charts over the stored series,
-        # extended live over the WebSocket while the run goes.
-        "reports/run.html",
-        {
-            **run_page_context(run_obj=run_obj),
-            "run": run_obj,
-            "can_edit": role in (Role.ADMIN, Role.MEMBER),
-            "latest": latest.data if latest else None,
-            "summary_main": selectors.summary_headline(run_obj.summary),
-            "latency": _latency_table(run_obj.summary),
-            "summary_more": figure_rows(
-                [
-                    (k, v)
-                    for k, v in summary_rows
-                    if k not in SUMMARY_KEYS
-                    and k.split(".")[0] not in LATENCY_KEYS
-                    # Shown in its own card (its series would be a wall of numbers here).
-                    and not k.startswith("server_metrics.")
-                ]
-            ),
-            "log": selectors.run_log_tail(run_obj=run_obj),
-            "meta": meta,
-            "spec_json": json.dumps(run_obj.spec, indent=2),
-            "progress_pct": int(100 * float(latest.data.get("progress") or 0)) if latest else 0,
-        },
-    )
-
-
-def _latency_table(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
-    rows = []
-    for key in LATENCY_KEYS:
-        value = (summary or {}).get(key)
-        if isinstance(value, dict):
-            rows.append(
-                {
-                    "name": key,
-                    **{p: value.get(p) for p in ("p50", "p90", "p95", "p99", "mean", "max")},
-                }
-            )
-    return rows
 
 
 @require_POST

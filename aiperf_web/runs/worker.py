@@ -36,6 +36,7 @@ from aiperf_web.runs.fleet import fleet_plan
 from aiperf_web.runs.models import ACTIVE, Run, RunLog, RunRecord, RunSample, Status
 from aiperf_web.runs.publisher import log_line, publish_log
 from aiperf_web.runs.services import run_announce, run_announce_pk, team_lock
+from aiperf_web.runs.signals import run_ended
 from aiperf_web.runs.sink import RunSink
 from aiperf_web.runs.tickets import tickets_send, tickets_waiting
 from aiperf_web.scenarios.services import TRACE_REF, trace_content
@@ -370,12 +371,9 @@ def _run_ended(*, run_uuid: str) -> None:
     except Exception:
         log.exception("run %s: writing its end to the run log failed", run_uuid)
         return
-    from aiperf_web.runs.webhooks import run_webhooks_send
-
-    try:
-        run_webhooks_send(run_obj=run_obj)
-    except Exception:
-        log.exception("run %s: its webhooks failed", run_uuid)
+    for receiver, outcome in run_ended.send_robust(sender=Run, run_obj=run_obj):
+        if isinstance(outcome, Exception):
+            log.error("run %s: %r failed at its end: %r", run_uuid, receiver, outcome)
 
 
 def _execute_claimed(*, run_uuid: str) -> str:

@@ -49,7 +49,7 @@ class Scenario(PublicModel):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
     updated_at = models.DateTimeField(auto_now=True)
-    # Run-end webhook of this scenario's runs, beside the team's (aiperf_web/runs/webhooks.py);
+    # Run-end webhook of this scenario's runs, beside the team's (aiperf_web/reports/webhooks.py);
     # the secret is stored encrypted and signs the body (HMAC-SHA256).
     webhook_url = models.URLField(max_length=500, blank=True, default="")
     webhook_secret = models.TextField(blank=True, default="")

@@ -23,7 +23,7 @@ ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2}
 
 class Team(PublicModel):
     name = models.CharField(max_length=100, unique=True)
-    # Run-end webhooks (aiperf_web/runs/webhooks.py): every run of the team that ends POSTs
+    # Run-end webhooks (aiperf_web/reports/webhooks.py): every run of the team that ends POSTs
     # here; the secret, encrypted like endpoint keys, signs the body (HMAC-SHA256).
     webhook_url = models.URLField(max_length=500, blank=True, default="")
     webhook_secret = models.TextField(blank=True, default="")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from aiperf_web.reports.leaks import WINDOW_S, LeakPoint, LeakVerdict, leak_assess
+from aiperf_web.live.leaks import WINDOW_S, LeakPoint, LeakVerdict, leak_assess
 from aiperf_web.reports.models import ABPair
 from aiperf_web.reports.selectors import trees_build
 from aiperf_web.runs.models import Run, RunSample, Status

@@ -45,7 +45,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 from django.test import Client
 
-from aiperf_web.reports.leaks import LeakPoint, leak_assess, leak_brief
+from aiperf_web.live.leaks import LeakPoint, leak_assess, leak_brief
 from aiperf_web.runs.models import Run, RunSample, Status
 from aiperf_web.runs.publisher import publish_snapshot
 from aiperf_web.scenarios.samples import SAMPLES

@@ -13,13 +13,14 @@ import json
 from typing import Any, TypedDict
 
 from django.conf import settings
+from django.urls import reverse
 
 from aiperf_web.core.webhooks import webhook_deliver
 from aiperf_web.reports.selectors import run_verdict, scenario_baseline
 from aiperf_web.runs.models import Run
 from aiperf_web.runs.worker import run_log
 
-__all__ = ["EVENT", "WebhookBody", "run_webhook_body", "run_webhooks_send"]
+__all__ = ["EVENT", "WebhookBody", "run_webhook_body", "run_webhooks_on_end", "run_webhooks_send"]
 
 EVENT = "run.ended"
 
@@ -107,9 +108,9 @@ def run_webhook_body(*, run_obj: Run) -> WebhookBody:
         "verdict": verdict,
         "figures": {path: _figure(summary, path) for path in KEY_FIGURES},
         "links": {
-            "run": f"{base}/runs/{run_obj.uuid}/",
-            "report": f"{base}/reports/runs/{run_obj.uuid}/report.html",
-            "summary": f"{base}/runs/{run_obj.uuid}/summary.json",
+            "run": base + reverse("runs:detail", args=[run_obj.uuid]),
+            "report": base + reverse("reports:export_html", args=[run_obj.uuid]),
+            "summary": base + reverse("runs:summary_json", args=[run_obj.uuid]),
         },
     }
 
@@ -145,3 +146,8 @@ def run_webhooks_send(*, run_obj: Run) -> int:
             message=f"{whose} {outcome.message}",
         )
     return delivered
+
+
+def run_webhooks_on_end(sender: object, *, run_obj: Run, **_: object) -> None:
+    """The receiver of runs' `run_ended` signal."""
+    run_webhooks_send(run_obj=run_obj)
