@@ -110,13 +110,14 @@ async def run_async(
             unavailable = await _unless_stopped(_check_endpoint(spec, target, sink), async_stop)
         except Stopped as stopped:
             return _stopped_before_start(stopped, sink)
-        sender, hosts = await _fleet(spec, target, loaded, fleet, sink)
+        config = _live_config(spec, target)
+        sender, hosts = await _fleet(spec, config, loaded, fleet, sink)
         scraper = _metrics_scraper(target, sink)
         await scraper.start()
         try:
             result = await replay_live(
                 loaded,
-                _live_config(spec, target),
+                config,
                 sink=sink,
                 stop=async_stop,
                 sender=sender,
@@ -265,7 +266,7 @@ def _metrics_scraper(target: EndpointTarget, sink: Sink | None) -> ServerMetrics
 
 async def _fleet(
     spec: RunSpec,
-    target: EndpointTarget,
+    config: LiveConfig,
     traces: Sequence[Trace],
     plan: FleetPlan | None,
     sink: Sink | None,
@@ -282,21 +283,7 @@ async def _fleet(
     from runner.fleet.sender import FleetSender  # the Redis client, only for such runs
 
     workers = spec.client_workers
-    sender = FleetSender(
-        traces,
-        redis_url=plan.redis_url,
-        run=plan.run_key,
-        workers=workers,
-        endpoint=target.url,
-        model=target.model,
-        api_key=target.api_key_value,
-        headers=dict(target.headers),
-        timeouts=target.timeouts,
-        connections=min(4096, max(8, (spec.concurrency or 16) * 4)),
-        isolate_trees=spec.isolate_trees,
-        want_worker_id=target.want_worker_id,
-        ignore_eos=True,
-    )
+    sender = FleetSender(traces, config, redis_url=plan.redis_url, run=plan.run_key)
     hosts = None
     if plan.start_hosts is None:
         hosts = LocalHosts(plan.redis_url, plan.run_key, workers)

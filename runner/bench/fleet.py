@@ -25,7 +25,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from runner.client import Timeouts
 from runner.cluster import ClusterConfig
 from runner.fleet import FleetSender, LocalHosts
 from runner.mockserver import MockServerConfig, start_mock_server
@@ -80,26 +79,12 @@ def small_trace(trees: int) -> Trace:
 
 
 async def _started_fleet(
-    url: str, trace: Trace, replay: ReplayConfig, *, redis_url: str, hosts: int
+    trace: Trace, config: LiveConfig, *, redis_url: str
 ) -> tuple[FleetSender, LocalHosts]:
-    """`hosts` local client-worker processes for one replay, answering."""
+    """One local client-worker process per client worker of `config`, answering."""
     run = uuid.uuid4().hex[:12]
-    procs = LocalHosts(redis_url, run, hosts)
-    sender = FleetSender(
-        [trace],
-        redis_url=redis_url,
-        run=run,
-        workers=hosts,
-        endpoint=url,
-        model="mock-model",
-        api_key=None,
-        headers={},
-        timeouts=Timeouts(),
-        connections=replay.concurrency * 2,
-        isolate_trees=True,
-        want_worker_id=True,
-        ignore_eos=True,
-    )
+    procs = LocalHosts(redis_url, run, config.engine.client_workers)
+    sender = FleetSender([trace], config, redis_url=redis_url, run=run)
     await sender.start(timeout_s=60)
     return sender, procs
 
@@ -121,7 +106,7 @@ async def _replay(
     sender = None
     procs = None
     if hosts:
-        sender, procs = await _started_fleet(url, trace, replay, redis_url=redis_url, hosts=hosts)
+        sender, procs = await _started_fleet(trace, config, redis_url=redis_url)
         sender.record_transit = True
     try:
         cpu0 = time.process_time()
@@ -247,14 +232,14 @@ async def _rss_run(
     redis_url: str,
     hosts: int,
 ) -> dict[str, Any]:
-    sender, procs = await _started_fleet(url, trace, replay, redis_url=redis_url, hosts=hosts)
-    start = {w: beat["rss_bytes"] for w, beat in sender.heartbeats.items()}
     config = LiveConfig(
         endpoint=url,
         model="mock-model",
         replay=replay,
         engine=EngineConfig(client_workers=hosts, policy=policy),
     )
+    sender, procs = await _started_fleet(trace, config, redis_url=redis_url)
+    start = {w: beat["rss_bytes"] for w, beat in sender.heartbeats.items()}
     last: dict[int, dict[str, Any]] = {}
     series: list[dict[str, float]] = []
     started = time.monotonic()

@@ -24,7 +24,7 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from runner.client import ResponseResult, Timeouts
+from runner.client import ResponseResult
 from runner.errors import ErrorCategory
 from runner.fleet.host import write_host_config
 from runner.fleet.plan import FleetError
@@ -41,6 +41,7 @@ from runner.fleet.wire import (
 from runner.replay.engine import Dispatch
 from runner.trace import Trace
 from runner.wallclock.prompts import RequestBuilder
+from runner.wallclock.replay import LiveConfig
 
 __all__ = ["FleetError", "FleetSender", "LostWorker"]
 
@@ -94,37 +95,25 @@ class FleetSender:
     """
 
     def __init__(
-        self,
-        traces: Sequence[Trace],
-        *,
-        redis_url: str,
-        run: str,
-        workers: int,
-        endpoint: str,
-        model: str,
-        api_key: str | None,
-        headers: dict[str, str],
-        timeouts: Timeouts,
-        connections: int,
-        isolate_trees: bool,
-        want_worker_id: bool,
-        ignore_eos: bool,
+        self, traces: Sequence[Trace], config: LiveConfig, *, redis_url: str, run: str
     ) -> None:
+        """Client workers `config.engine.client_workers`, reaching `config`'s endpoint as the
+        in-process sender would (the same requests, headers, timeouts and connections)."""
         self.builder = RequestBuilder(
             traces,
-            model=model,
-            isolate_trees=isolate_trees,
-            want_worker_id=want_worker_id,
-            ignore_eos=ignore_eos,
+            model=config.model,
+            isolate_trees=config.isolate_trees,
+            want_worker_id=config.want_worker_id,
+            ignore_eos=config.ignore_eos,
         )
         self.keys = RunKeys(run)
-        self.workers = workers
-        self.endpoint = endpoint
-        self.api_key = api_key
-        self.headers = headers
-        self.timeouts = timeouts
+        self.workers = workers = config.engine.client_workers
+        self.endpoint = config.endpoint
+        self.api_key = config.api_key
+        self.headers = dict(config.headers)
+        self.timeouts = config.timeouts
         # Each host gets its share of the run's connections (at least a few of its own).
-        self.connections = max(4, -(-connections // workers))
+        self.connections = max(4, -(-config.connections // workers))
         self.redis = aioredis.from_url(
             redis_url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=5
         )

@@ -56,6 +56,12 @@ class LiveConfig:
     snapshot_interval_s: float = 1.0
     slo_ms: Mapping[str, float] = field(default_factory=dict)  # goodput thresholds
 
+    @property
+    def connections(self) -> int:
+        """Connections sized to what can be in flight: lanes times parallel subagents (opened
+        on demand; the ceiling keeps an uncapped rate run within fd limits)."""
+        return min(_MAX_CONNECTIONS, max(8, self.replay.concurrency * 4))
+
 
 @dataclass(slots=True)
 class LiveResult:
@@ -118,9 +124,7 @@ class _LiveRun:
             api_key=config.api_key,
             headers=dict(config.headers),
             timeouts=config.timeouts,
-            # Connections sized to what can be in flight: lanes times parallel subagents
-            # (opened on demand; the ceiling keeps an uncapped rate run within fd limits).
-            connections=min(_MAX_CONNECTIONS, max(8, config.replay.concurrency * 4)),
+            connections=config.connections,
             isolate_trees=config.isolate_trees,
             want_worker_id=config.want_worker_id,
             ignore_eos=config.ignore_eos,

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from runner.affinity.emitters import AffinityConfig, AffinityKind
-from runner.client import ResponseResult, Timeouts
+from runner.client import ResponseResult
 from runner.cluster import ClusterConfig
 from runner.errors import ErrorCategory
 from runner.fleet import FleetSender, RunKeys
@@ -123,24 +123,6 @@ class Hosts:
                 proc.wait()
 
 
-def sender_for(url: str, traces: list[Trace], workers: int, run: str) -> FleetSender:
-    return FleetSender(
-        traces,
-        redis_url=REDIS_URL,
-        run=run,
-        workers=workers,
-        endpoint=url,
-        model="mock-model",
-        api_key=None,
-        headers={},
-        timeouts=Timeouts(),
-        connections=32,
-        isolate_trees=True,
-        want_worker_id=True,
-        ignore_eos=True,
-    )
-
-
 def agent_replay() -> tuple[list[Trace], ReplayConfig]:
     """The project's Claude Code session, each of 8 lanes replaying it from t* in 100-300 s,
     around its SPAWN subagents: the same requests every run whatever the timing, and a
@@ -181,7 +163,7 @@ def replay(
     try:
 
         async def go():
-            sender = sender_for(url, traces, workers, run)
+            sender = FleetSender(traces, config, redis_url=REDIS_URL, run=run)
             await sender.start(timeout_s=60)
             return (await replay_live(traces, config, sender=sender)).summary
 
@@ -258,7 +240,7 @@ def run_killing_hosts(mock: str, *, workers: int, victims: list[int], after_resu
     try:
 
         async def go():
-            sender = sender_for(mock, traces, workers, run)
+            sender = FleetSender(traces, config, redis_url=REDIS_URL, run=run)
             await sender.start(timeout_s=60)
 
             async def kill_when_busy():
