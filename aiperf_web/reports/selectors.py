@@ -246,8 +246,11 @@ def _tree_layout(sessions: dict[str, dict[str, Any]], root: str) -> None:
     """x = depth; y = leaves top to bottom, a parent centred on its children."""
     children: dict[str, list[str]] = defaultdict(list)
     for sid, node in sessions.items():
-        if node["parent"] in sessions and sid != root:
-            children[node["parent"]].append(sid)
+        if sid == root:
+            continue
+        # A session whose parent sent nothing in the scanned records (a grandchild of a child
+        # with no records of its own) hangs off the root, so that every node is laid out.
+        children[node["parent"] if node["parent"] in sessions else root].append(sid)
     for kids in children.values():
         kids.sort(key=lambda s: sessions[s]["start_s"])
     next_leaf = 0.0

@@ -327,3 +327,19 @@ def test_a_paired_ab_runs_one_after_the_other_and_the_leak_shows_in_legacy_only(
     web.force_login(boot.scenario.created_by)
     page = web.get(pair["compare_url"])
     assert page.status_code == 302 and str(b.uuid) in page["Location"]
+
+
+def test_agent_trees_lay_out_a_grandchild_whose_parent_sent_nothing() -> None:
+    from aiperf_web.reports.selectors import trees_build
+
+    def record(session: str, parent: str | None, depth: int) -> dict[str, Any]:
+        return {
+            "root_id": "r", "session_id": session, "parent_id": parent, "depth": depth,
+            "branch_mode": "spawn" if parent else None, "start_s": float(depth),
+            "turn_index": 0, "client_worker": 0,
+        }  # fmt: skip
+
+    # "c" (the root's child) has no records; its child "g" has.
+    (tree,) = trees_build([record("r", None, 0), record("g", "c", 2)])
+    assert {n["id"] for n in tree["nodes"]} == {"r", "g"}
+    assert all("y" in n for n in tree["nodes"])
