@@ -8,6 +8,7 @@ from datetime import date, datetime
 from typing import Any, Optional, cast
 from uuid import UUID
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Schema, Status
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -210,15 +211,19 @@ def run_create(request: HttpRequest, payload: RunCreate) -> Status[Any]:
     overrides: dict[str, Any] = cast(BaseModel, payload.overrides).model_dump(
         exclude_unset=True, mode="json"
     )
-    created = services.run_launch(
-        actor=request.user,
-        scenario_id=payload.scenario,
-        endpoint_id=payload.endpoint,
-        overrides=overrides,
-        tags=payload.tags,
-        notes=payload.notes,
-    )
-    return Status(201, _run_detail(selectors.run_get(user=request.user, run_id=created.uuid)))
+    # One transaction around launch and read: the run is enqueued on commit, so the answer
+    # describes it as created (`queued`), never as a fast worker has already moved it.
+    with transaction.atomic():
+        created = services.run_launch(
+            actor=request.user,
+            scenario_id=payload.scenario,
+            endpoint_id=payload.endpoint,
+            overrides=overrides,
+            tags=payload.tags,
+            notes=payload.notes,
+        )
+        detail = _run_detail(selectors.run_get(user=request.user, run_id=created.uuid))
+    return Status(201, detail)
 
 
 @router.get("/runs/{run_id}", response=RunDetailOut, tags=["runs"])
@@ -254,8 +259,10 @@ def run_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
 @router.post("/runs/{run_id}/rerun", response={201: RunDetailOut}, tags=["runs"])
 def run_rerun(request: HttpRequest, run_id: str) -> Status[Any]:
     run_obj = selectors.run_get(user=request.user, run_id=run_id)
-    created = services.run_rerun(actor=request.user, run_obj=run_obj)
-    return Status(201, _run_detail(selectors.run_get(user=request.user, run_id=created.uuid)))
+    with transaction.atomic():  # answers with the run as created, as run_create does
+        created = services.run_rerun(actor=request.user, run_obj=run_obj)
+        detail = _run_detail(selectors.run_get(user=request.user, run_id=created.uuid))
+    return Status(201, detail)
 
 
 @router.get("/runs/{run_id}/samples", response=SamplePage, tags=["runs"])
