@@ -1,32 +1,40 @@
 """Client workers as processes: what the trip through Redis costs, and what it buys.
 
-Three figures, side by side in one run (absolute times are noisy on a shared machine):
+Figures side by side in one run (absolute times are noisy on a shared machine):
 
 - **added round trip** at an open-loop credit rate: for every request, the time from the
   orchestrator handing it over to its result being back, minus the time the host spent on the
-  HTTP exchange itself (both clocks are the same machine's);
+  HTTP exchange itself (both clocks are the same machine's). Three ways, at the same rate:
+  `floor`, the least a trip through Redis costs on this machine now (a bare stream read and
+  push back, runner/bench/fleet_hosts.py); `transport`, the whole engine and real hosts whose
+  client answers at once (the orchestrator, hosts and Redis alone on the cores); `under load`,
+  real hosts against the mock server, whose HTTP work shares the same cores;
 - **orchestrator CPU per credit**: the orchestrating process's CPU time over the credits it
   issued (scheduler, router, request building and the Redis traffic together), beside the same
   replay in-process, where the same process also does the HTTP;
 - **requests/s** of a closed loop against the mock with 1, 2 and 4 host processes, beside the
   in-process engine.
 
-Hosts are `python -m runner client-worker` processes on this machine; the mock server runs in
-its own process. The workload is synthetic and small-bodied (short prompts and answers), so
-the figures are about the transport, not about prompt size.
+Hosts are processes on this machine; the mock server runs in its own process. The workload is
+synthetic and small-bodied (short prompts and answers), so the figures are about the
+transport, not about prompt size.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from runner.bench.fleet_hosts import floor_round_trips
 from runner.cluster import ClusterConfig
-from runner.fleet import FleetSender, LocalHosts
+from runner.fleet import FleetSender, LocalHosts, RunKeys, fleet_loop
 from runner.mockserver import MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
@@ -40,8 +48,8 @@ __all__ = ["FleetBenchResult", "bench_fleet", "bench_fleet_rss"]
 @dataclass(frozen=True, slots=True)
 class FleetBenchResult:
     rate_per_s: float
-    added_rtt_ms_p50: float | None
-    added_rtt_ms_p99: float | None
+    # "floor", "transport", "under load": {"p50", "p99"} milliseconds
+    added_rtt_ms: dict[str, dict[str, float | None]]
     cpu_ms_per_credit_fleet: float
     cpu_ms_per_credit_local: float
     req_per_s: dict[str, float]  # "in-process", "1", "2", "4" host processes
@@ -50,8 +58,7 @@ class FleetBenchResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "rate_per_s": self.rate_per_s,
-            "added_rtt_ms_p50": self.added_rtt_ms_p50,
-            "added_rtt_ms_p99": self.added_rtt_ms_p99,
+            **{f"added_rtt_ms_{name}": figures for name, figures in self.added_rtt_ms.items()},
             "orchestrator_cpu_ms_per_credit": {
                 "fleet": self.cpu_ms_per_credit_fleet,
                 "in-process": self.cpu_ms_per_credit_local,
@@ -59,6 +66,41 @@ class FleetBenchResult:
             "req_per_s": self.req_per_s,
             "credits_measured": self.credits_measured,
         }
+
+
+T = TypeVar("T")
+
+
+def _on_fleet_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on the loop a fleet's orchestrator runs on (runner.run does the same)."""
+    with asyncio.Runner(loop_factory=fleet_loop) as loop_runner:
+        return loop_runner.run(coro)
+
+
+def _bench_processes(
+    kind: str, redis_url: str, run: str, workers: int
+) -> list[subprocess.Popen[bytes]]:
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "runner.bench.fleet_hosts", kind, "--redis", redis_url,
+             "--run", run, "--worker", str(worker)]
+        )
+        for worker in range(workers)
+    ]  # fmt: skip
+
+
+def _reap(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _figures(trips_s: list[float]) -> dict[str, float | None]:
+    ordered = sorted(1000.0 * t for t in trips_s)
+    return {"p50": _percentile(ordered, 0.50), "p99": _percentile(ordered, 0.99)}
 
 
 def small_trace(trees: int) -> Trace:
@@ -79,14 +121,27 @@ def small_trace(trees: int) -> Trace:
 
 
 async def _started_fleet(
-    trace: Trace, config: LiveConfig, *, redis_url: str
-) -> tuple[FleetSender, LocalHosts]:
-    """One local client-worker process per client worker of `config`, answering."""
+    trace: Trace, config: LiveConfig, *, redis_url: str, echo: bool = False
+) -> tuple[FleetSender, Any]:
+    """One local host process per client worker of `config`, answering (`echo`: hosts whose
+    client answers at once, without the endpoint). Returns the sender and the processes."""
     run = uuid.uuid4().hex[:12]
-    procs = LocalHosts(redis_url, run, config.engine.client_workers)
+    workers = config.engine.client_workers
+    procs: Any
+    if echo:
+        procs = _bench_processes("echo", redis_url, run, workers)
+    else:
+        procs = LocalHosts(redis_url, run, workers)
     sender = FleetSender([trace], config, redis_url=redis_url, run=run)
     await sender.start(timeout_s=60)
     return sender, procs
+
+
+def _close(procs: Any) -> None:
+    if isinstance(procs, LocalHosts):
+        procs.close()
+    else:
+        _reap(procs)
 
 
 async def _replay(
@@ -96,6 +151,7 @@ async def _replay(
     *,
     redis_url: str,
     hosts: int,
+    echo: bool = False,
 ) -> tuple[dict[str, Any], float, FleetSender | None]:
     """One replay; returns its summary, the orchestrator's CPU seconds during it, and the
     sender when the client workers were host processes."""
@@ -106,7 +162,7 @@ async def _replay(
     sender = None
     procs = None
     if hosts:
-        sender, procs = await _started_fleet(trace, config, redis_url=redis_url)
+        sender, procs = await _started_fleet(trace, config, redis_url=redis_url, echo=echo)
         sender.record_transit = True
     try:
         cpu0 = time.process_time()
@@ -114,8 +170,19 @@ async def _replay(
         cpu_s = time.process_time() - cpu0
     finally:
         if procs is not None:
-            procs.close()
+            _close(procs)
     return result.summary, cpu_s, sender
+
+
+def _floor(redis_url: str, rate_per_s: float, duration_s: float) -> list[float]:
+    run = uuid.uuid4().hex[:12]
+    procs = _bench_processes("floor", redis_url, run, 1)
+    try:
+        return _on_fleet_loop(
+            floor_round_trips(redis_url, RunKeys(run), rate_per_s=rate_per_s, duration_s=duration_s)
+        )
+    finally:
+        _reap(procs)
 
 
 def bench_fleet(
@@ -130,7 +197,8 @@ def bench_fleet(
     mock = MockServerConfig(cluster=ClusterConfig(workers=8, time_scale=0.0))
     with start_mock_server(mock, process=True) as server:
         url = server.url
-        # 1. Open loop at `rate_per_s`, one host: added round trip and CPU per credit.
+        # 1. Open loop at `rate_per_s`, one host: the added round trip three ways, and the
+        # orchestrator's CPU per credit beside in-process.
         trees = int(rate_per_s * rate_duration_s * 1.2)
         trace = small_trace(trees)
         rate = ReplayConfig(
@@ -140,11 +208,18 @@ def bench_fleet(
             duration_s=rate_duration_s,
             seed=1,
         )
-        fleet_summary, fleet_cpu, sender = asyncio.run(
+        added: dict[str, dict[str, float | None]] = {}
+        added["floor"] = _figures(_floor(redis_url, rate_per_s, rate_duration_s))
+        _, _, echoed = _on_fleet_loop(
+            _replay(url, trace, rate, redis_url=redis_url, hosts=1, echo=True)
+        )
+        assert echoed is not None
+        added["transport"] = _figures(echoed.transits_s)
+        fleet_summary, fleet_cpu, sender = _on_fleet_loop(
             _replay(url, trace, rate, redis_url=redis_url, hosts=1)
         )
         assert sender is not None
-        transits_ms = sorted(1000.0 * t for t in sender.transits_s)
+        added["under load"] = _figures(sender.transits_s)
         local_summary, local_cpu, _ = asyncio.run(
             _replay(url, trace, rate, redis_url=redis_url, hosts=0)
         )
@@ -155,16 +230,14 @@ def bench_fleet(
         )
         req_per_s: dict[str, float] = {}
         for hosts in (0, *host_counts):
-            summary, _, _ = asyncio.run(
-                _replay(url, closed_trace, closed, redis_url=redis_url, hosts=hosts)
-            )
+            replayed = _replay(url, closed_trace, closed, redis_url=redis_url, hosts=hosts)
+            summary, _, _ = _on_fleet_loop(replayed) if hosts else asyncio.run(replayed)
             req_per_s["in-process" if hosts == 0 else str(hosts)] = round(
                 float(summary["requests_per_s"]), 1
             )
     return FleetBenchResult(
         rate_per_s=rate_per_s,
-        added_rtt_ms_p50=_percentile(transits_ms, 0.50),
-        added_rtt_ms_p99=_percentile(transits_ms, 0.99),
+        added_rtt_ms=added,
         cpu_ms_per_credit_fleet=round(1000.0 * fleet_cpu / max(1, fleet_summary["requests"]), 3),
         cpu_ms_per_credit_local=round(1000.0 * local_cpu / max(1, local_summary["requests"]), 3),
         req_per_s=req_per_s,
@@ -217,7 +290,7 @@ def bench_fleet_rss(
     mock = MockServerConfig(cluster=ClusterConfig(workers=8, time_scale=0.0))
     with start_mock_server(mock, process=True) as server:
         for policy in (Policy.LEGACY, Policy.SPAWN_PIN):
-            out[policy.value] = asyncio.run(
+            out[policy.value] = _on_fleet_loop(
                 _rss_run(server.url, trace, replay, policy, redis_url=redis_url, hosts=hosts)
             )
     return out
@@ -263,7 +336,7 @@ async def _rss_run(
         summary = (await replay_live([trace], config, sender=sender)).summary
     finally:
         sampler.cancel()
-        procs.close()
+        _close(procs)
     mib = 1 / (1024 * 1024)
     return {
         "growth_second_half_per_min": _growth(series),

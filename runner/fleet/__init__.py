@@ -11,18 +11,18 @@ copies move out.
 
 from typing import TYPE_CHECKING, Any
 
+from runner.fleet.loop import fleet_loop
 from runner.fleet.plan import FleetError, FleetPlan, LocalHosts
 from runner.fleet.wire import RunKeys
 
 if TYPE_CHECKING:
-    from runner.fleet.host import HostReport, host_loop, run_host, serve_host
+    from runner.fleet.host import HostReport, run_host, serve_host
     from runner.fleet.sender import FleetSender, LostWorker
 
 # The Redis client loads with the first of these names a process uses, not with the engine's
 # face: a run without client-worker processes never imports it.
 _LAZY = {
     "HostReport": "runner.fleet.host",
-    "host_loop": "runner.fleet.host",
     "serve_host": "runner.fleet.host",
     "run_host": "runner.fleet.host",
     "FleetSender": "runner.fleet.sender",
@@ -47,7 +47,7 @@ __all__ = [
     "LocalHosts",
     "LostWorker",
     "RunKeys",
-    "host_loop",
+    "fleet_loop",
     "run_host",
     "serve_host",
 ]

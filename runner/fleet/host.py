@@ -19,14 +19,15 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from runner.client import EncodedRequest, InferenceClient, ResponseResult, Timeouts
+from runner.fleet.loop import fleet_loop
 from runner.fleet.wire import (
     CONTROL_CANCEL,
     CONTROL_STOP,
@@ -40,8 +41,8 @@ from runner.fleet.wire import (
 )
 
 __all__ = [
+    "HostClient",
     "HostReport",
-    "host_loop",
     "read_host_config",
     "run_host",
     "serve_host",
@@ -83,7 +84,7 @@ def serve_host(redis_url: str, run: str, worker: int, *, wait_config_s: float = 
     """`run_host` on the host's own event loop, blocking: what a client-worker process runs
     (`python -m runner client-worker`, the service's `fleet.host` task). `kill -USR1 <pid>`
     prints what each of its tasks waits on."""
-    with asyncio.Runner(loop_factory=host_loop) as runner:
+    with asyncio.Runner(loop_factory=fleet_loop) as runner:
         return runner.run(
             _with_stack_dump(run_host(redis_url, run, worker, wait_config_s=wait_config_s))
         )
@@ -101,17 +102,6 @@ async def _with_stack_dump(coro: Coroutine[Any, Any, HostReport]) -> HostReport:
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         loop.add_signal_handler(signal.SIGUSR1, dump)
     return await coro
-
-
-def host_loop() -> asyncio.AbstractEventLoop:
-    """The event loop a host runs on: uvloop where installed. A host only waits on sockets
-    (it never sleeps below a millisecond, where uvloop's timer rounds to zero), and uvloop's
-    wake-ups are what a credit's trip through the host costs."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def rss_bytes() -> int:
@@ -145,7 +135,23 @@ def write_host_config(
     return client.set(keys.prefix + "config", json.dumps(payload), ex=ttl_s)
 
 
-def read_host_config(raw: bytes) -> tuple[InferenceClient, str]:
+class HostClient(Protocol):
+    """What a host sends its credits through: the run's `InferenceClient`, or a stand-in that
+    answers without a server (the fleet benchmark's transport-only figure)."""
+
+    async def send(
+        self,
+        request: EncodedRequest,
+        *,
+        headers: Mapping[str, str] | None = None,
+        on_result: Callable[[ResponseResult], None] | None = None,
+    ) -> Any: ...
+
+    async def aclose(self) -> None: ...
+
+
+def read_host_config(raw: bytes) -> HostClient:
+    """The client the run's configuration (`write_host_config`) describes."""
     config = json.loads(raw)
     connect_s, read_s, total_s, pool_s = config["timeouts"]
     client = InferenceClient(
@@ -155,14 +161,20 @@ def read_host_config(raw: bytes) -> tuple[InferenceClient, str]:
         headers=config["headers"],
         timeouts=Timeouts(connect_s=connect_s, read_s=read_s, total_s=total_s, pool_s=pool_s),
     )
-    return client, config["endpoint"]
+    return client
 
 
 async def run_host(
-    redis_url: str, run: str, worker: int, *, wait_config_s: float = 30.0
+    redis_url: str,
+    run: str,
+    worker: int,
+    *,
+    wait_config_s: float = 30.0,
+    client_for: Callable[[bytes], HostClient] = read_host_config,
 ) -> HostReport:
     """Serve client worker `worker` of run `run` until the orchestrator says stop (or stops
-    refreshing the run's `alive` key). Returns what this worker did and holds."""
+    refreshing the run's `alive` key). Returns what this worker did and holds. `client_for`
+    turns the run's configuration into the client requests go through."""
     keys = RunKeys(run)
     stream = keys.credits(worker)
     consumer = f"{socket.gethostname()}:{os.getpid()}"
@@ -173,7 +185,7 @@ async def run_host(
         if raw is None:
             report.stopped = "orphaned"
             return report
-        client, _ = read_host_config(raw)
+        client = client_for(raw)
         with contextlib.suppress(ResponseError):  # BUSYGROUP: the orchestrator made it
             await r.xgroup_create(stream, GROUP, id="0", mkstream=True)
         state = _State()
@@ -222,7 +234,7 @@ async def _serve(
     r: aioredis.Redis,
     stream: str,
     consumer: str,
-    client: InferenceClient,
+    client: HostClient,
     state: _State,
     report: HostReport,
     wall_offset: float,
@@ -258,7 +270,7 @@ async def _serve(
 
 
 async def _send(
-    client: InferenceClient,
+    client: HostClient,
     entry: CreditEntry,
     entry_id: bytes,
     state: _State,
@@ -306,7 +318,9 @@ async def _flush(
 
 async def _flush_forever(r: aioredis.Redis, keys: RunKeys, stream: str, state: _State) -> None:
     while True:
-        await state.flush_wanted.wait()
+        # Once closing, nothing wakes this loop again: it flushes what is left and leaves.
+        if not state.closing.is_set():
+            await state.flush_wanted.wait()
         state.flush_wanted.clear()
         if not (state.outbox or state.acks):
             if state.closing.is_set():

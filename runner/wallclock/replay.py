@@ -37,6 +37,7 @@ __all__ = ["DRAIN_GRACE_S", "LiveConfig", "LiveResult", "replay_live"]
 # open long past its duration, and a normal answer should still be measured.
 DRAIN_GRACE_S: Final = 3.0
 _MAX_CONNECTIONS: Final = 4096
+_TIMER_FLOOR_S: Final = 0.001  # the scheduler's shortest wait (see `run`)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,8 +197,10 @@ class _LiveRun:
                 wait_s = min(wait_s, max(0.0, self.drain_deadline - self.now()))
             self.wake.clear()
             if wait_s > 0:
-                # Woken by a response, by `stop`, or by this timer: no task per wait.
-                timer = loop.call_later(wait_s, self.wake.set)
+                # Woken by a response, by `stop`, or by this timer: no task per wait. At least
+                # a millisecond: asyncio's epoll rounds a shorter wait up to one anyway, and
+                # uvloop (fleet orchestrators) rounds it down to zero, which would spin.
+                timer = loop.call_later(max(wait_s, _TIMER_FLOOR_S), self.wake.set)
                 await self.wake.wait()
                 timer.cancel()
             else:
