@@ -27,6 +27,7 @@ from redis.exceptions import ResponseError
 from runner.client import ResponseResult
 from runner.errors import ErrorCategory
 from runner.fleet.host import write_host_config
+from runner.fleet.line import FleetLine, busy_hosts
 from runner.fleet.plan import FleetError
 from runner.fleet.wire import (
     CONTROL_CANCEL,
@@ -54,6 +55,7 @@ _ALIVE_TTL_S = 60  # hosts leave once the orchestrator stops refreshing this lon
 _CONFIG_TTL_S = 24 * 3600
 _REDIS_GRACE_S = 10.0  # Redis unreachable this long: the run's owed requests are settled
 _CLOSE_S = 5.0  # closing waits at most this long per step
+_WORD_EVERY_S = 15.0  # a run waiting for hosts says so this often
 _LINGER_S = 60  # the run's keys outlive its end by this much
 _ABANDONED_S = 600  # the run's keys outlive an orchestrator that died by this much
 # No Redis command waits longer than this for its answer (blocking ones block far less).
@@ -139,7 +141,44 @@ class FleetSender:
         self._tasks: list[asyncio.Task[None]] = []
         self._wall_offset = time.time() - time.perf_counter()
 
-    async def start(self, *, timeout_s: float = 60.0) -> None:
+    async def start(
+        self,
+        *,
+        timeout_s: float = 60.0,
+        start_hosts: Callable[[], None] | None = None,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> None:
+        """Open the run's keys and wait for every host's first heartbeat.
+
+        `start_hosts` starts them from a pool shared with other runs (the service's hosts
+        queue): the run then first waits for its turn in the fleet's line, so runs take pool
+        processes one whole run at a time, in the order they asked (two runs each holding
+        part of what they need would wait for each other forever), and waits while other
+        runs' hosts keep the pool busy; `timeout_s` counts only while none do. Without it,
+        the caller starts the hosts (they may come before or after this call) and `timeout_s`
+        counts from now. `on_wait` hears what the run waits for, now and then."""
+        try:
+            await self._open()
+            if start_hosts is None:
+                await self._wait_for_hosts(timeout_s, on_wait, pool=False)
+            else:
+                line = FleetLine(self.redis, self.keys)
+                try:
+                    await line.wait_turn(self._keep_alive, on_wait)
+                    start_hosts()
+                    await self._wait_for_hosts(timeout_s, on_wait, pool=True)
+                finally:
+                    await line.leave()
+        except (OSError, ConnectionError, aioredis.RedisError) as exc:
+            raise FleetError(f"cannot reach Redis for the run's client workers: {exc}") from exc
+        self._tasks = [
+            asyncio.create_task(self._resilient(self._flush_loop)),
+            asyncio.create_task(self._resilient(self._pop_loop)),
+            asyncio.create_task(self._resilient(self._watch_loop)),
+        ]
+
+    async def _open(self) -> None:
+        """The hosts' configuration, the run's streams, and the keys' expiry."""
         keys = self.keys
         pipe = self.redis.pipeline(transaction=False)
         pipe.set(keys.prefix + "alive", b"1", ex=_ALIVE_TTL_S)
@@ -153,26 +192,48 @@ class FleetSender:
             connections=self.connections,
             ttl_s=_CONFIG_TTL_S,
         )
-        try:
-            await pipe.execute()
-            for worker in range(self.workers):
-                with contextlib.suppress(ResponseError):  # BUSYGROUP: a host made it
-                    await self.redis.xgroup_create(
-                        keys.credits(worker), GROUP, id="0", mkstream=True
-                    )
-            pipe = self.redis.pipeline(transaction=False)
-            for key in self._run_keys():
-                pipe.expire(key, _ABANDONED_S)
-            await pipe.execute()
-        except (OSError, ConnectionError, aioredis.RedisError) as exc:
-            raise FleetError(f"cannot reach Redis for the run's client workers: {exc}") from exc
+        await pipe.execute()
+        for worker in range(self.workers):
+            with contextlib.suppress(ResponseError):  # BUSYGROUP: a host made it
+                await self.redis.xgroup_create(keys.credits(worker), GROUP, id="0", mkstream=True)
+        await self._keep_alive()
+
+    async def _keep_alive(self) -> None:
+        """The run's keys stay while this orchestrator lives (refreshed every few seconds)
+        and expire soon after it dies: hosts leave, and nothing stays in Redis for long."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.keys.prefix + "alive", b"1", ex=_ALIVE_TTL_S)
+        for key in self._run_keys():
+            pipe.expire(key, _ABANDONED_S)
+        await pipe.execute()
+
+    async def _wait_for_hosts(
+        self, timeout_s: float, on_wait: Callable[[str], None] | None, *, pool: bool
+    ) -> None:
         deadline = time.monotonic() + timeout_s
+        next_look = next_word = time.monotonic()
         while True:
             beats = await self._read_heartbeats()
             if len(beats) == self.workers:
                 self.heartbeats = beats
-                break
-            if time.monotonic() >= deadline:
+                return
+            now = time.monotonic()
+            if pool and now >= next_look:
+                # Hosts serving other runs will free their pool processes when those end:
+                # no timeout while they do.
+                await self._keep_alive()
+                runs, hosts = await busy_hosts(self.redis, self.keys)
+                next_look = now + 1.0
+                if hosts:
+                    deadline = max(deadline, now + timeout_s)
+                    if on_wait is not None and now >= next_word:
+                        on_wait(
+                            f"waiting for client-worker hosts: {len(beats)} of {self.workers} "
+                            f"answering; the host pool is busy with {runs} other run(s) "
+                            f"({hosts} worker(s))"
+                        )
+                        next_word = now + _WORD_EVERY_S
+            if now >= deadline:
                 missing = sorted(set(range(self.workers)) - set(beats))
                 raise FleetError(
                     f"client workers {missing} did not start within {timeout_s:g} s "
@@ -180,11 +241,6 @@ class FleetSender:
                     "or lower the run's client workers"
                 )
             await asyncio.sleep(0.05)
-        self._tasks = [
-            asyncio.create_task(self._resilient(self._flush_loop)),
-            asyncio.create_task(self._resilient(self._pop_loop)),
-            asyncio.create_task(self._resilient(self._watch_loop)),
-        ]
 
     async def _resilient(self, loop: Callable[[], Awaitable[None]]) -> None:
         """Run one of the sender's loops through Redis blips; when Redis stays unreachable
@@ -308,18 +364,11 @@ class FleetSender:
         return {w: json.loads(v) for w, v in enumerate(values) if v is not None}
 
     async def _watch_loop(self) -> None:
-        keys = self.keys
         while not self._closing:
             await self._sleep(HEARTBEAT_TTL_S / 6)
             if self._closed.is_set():
                 return
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.set(keys.prefix + "alive", b"1", ex=_ALIVE_TTL_S)
-            # The run's keys expire unless refreshed: an orchestrator killed mid-run leaves
-            # nothing in Redis for long.
-            for key in self._run_keys():
-                pipe.expire(key, _ABANDONED_S)
-            await pipe.execute()
+            await self._keep_alive()
             beats = await self._read_heartbeats()
             self.heartbeats = beats
             self._last_beats.update(beats)  # a lost host's last word stays on view
