@@ -142,14 +142,43 @@ class _LiveRun:
 
     def lose_worker(self, worker: int) -> None:
         """A client worker's host stopped answering (its owed requests were answered
-        `worker_lost` by the sender): the engine drops it, its sessions fail or migrate."""
-        self.workers_lost.append({"worker": worker, "at_s": round(self.now(), 3)})
-        if len(self.workers_lost) >= self.config.engine.client_workers:
+        `worker_lost` by the sender): the engine drops it, its sessions fail or migrate. The
+        run's log says which worker, when, and what became of what it owed."""
+        at_s = round(self.now(), 3)
+        self.workers_lost.append({"worker": worker, "at_s": at_s})
+        last = len(self.workers_lost) >= self.config.engine.client_workers
+        if last:
             # Nobody left to send: the run ends, with what was measured.
             self.stopped_reason = self.stopped_reason or "every client worker was lost"
         else:
             self.engine.lose_worker(worker)
+        if self.sink is not None:
+            self.sink.log("warning", self._loss_line(worker, at_s, last=last))
         self.wake.set()
+
+    def _loss_line(self, worker: int, at_s: float, *, last: bool) -> str:
+        where = owed = ""
+        if isinstance(self.sender, RemoteWorkers):
+            report = self.sender.summary(self.t0)
+            host = next((h.get("host") for h in report["hosts"] if h["worker"] == worker), None)
+            where = f" (process {host})" if host else ""
+            loss = next((x for x in reversed(report["lost"]) if x["worker"] == worker), None)
+            if loss is not None:
+                sent, unread = loss["in_flight"], loss["unread"]
+                owed = (
+                    f"; the {sent + unread} requests it owed ({sent} sent and unanswered, "
+                    f"{unread} never read) end as worker_lost, none re-sent"
+                )
+        if last:
+            then = "every client worker is lost: the run ends"
+        elif self.config.engine.on_worker_loss == "migrate":
+            then = "its sessions continue on the other client workers"
+        else:
+            then = "its sessions end as worker_lost"
+        return (
+            f"client worker {worker}{where} lost at t = {at_s:.1f} s: it stopped answering"
+            f"{owed}; {then}"
+        )
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -279,7 +308,7 @@ class _LiveRun:
         category = record.error
         if category is None:
             self.consecutive_failures = 0
-        elif category != "cancelled":
+        elif category != "cancelled" and not self._known_loss(dispatch, category):
             self.consecutive_failures += 1
             threshold = self.config.failure_threshold
             if threshold and self.consecutive_failures >= threshold and not self.stopped_reason:
@@ -289,6 +318,19 @@ class _LiveRun:
                 )
         self.engine.complete(dispatch, now, error=category, served_by=record.inference_worker)
         self.wake.set()
+
+    def _known_loss(self, dispatch: Dispatch, category: str) -> bool:
+        """A `worker_lost` the run was told of: what a lost worker owed, or a turn of a session
+        that ended with it. Such failures are the loss `lose_worker` reported once, not the
+        endpoint failing, so they must not trip the failure threshold: a worker that owed more
+        than the threshold would otherwise end a run that is meant to go on (PRODUCT §4.3).
+        A `worker_lost` for a worker not lost (the fleet gave up on Redis) still counts: the
+        threshold is what ends such a run."""
+        if category != ErrorCategory.WORKER_LOST:
+            return False
+        return dispatch.error is not None or any(
+            lost["worker"] == dispatch.worker for lost in self.workers_lost
+        )
 
     def _record(
         self, dispatch: Dispatch, result: ResponseResult, prompt_tokens: int

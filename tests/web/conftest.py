@@ -134,6 +134,36 @@ def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
         proc.kill()
 
 
+@pytest.fixture(scope="module")
+def hosts_worker(run_worker: str) -> Iterator[str]:
+    """Three host pool processes (a `celery worker -Q <hosts queue>`) for runs whose client
+    workers are processes (tests/web/test_fleet_*.py); yields the queue."""
+    if settings.EMBEDDED:
+        pytest.skip("client workers as processes need Redis (the embedded default has none)")
+    from aiperf_web.celery import app
+
+    queue = settings.AIPERF_HOSTS_QUEUE
+    node = f"{queue}@localhost"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "aiperf_web", "worker", "-Q", queue, "-n", node,
+         "--concurrency", "3", "--prefetch-multiplier", "1", "--loglevel", "WARNING",
+         "--without-mingle", "--without-gossip"],
+        cwd=ROOT,
+        env={**os.environ, "AIPERF_HOSTS_QUEUE": queue},
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not app.control.ping(destination=[node], timeout=0.5):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the hosts worker did not answer a ping within 30 s")
+    yield queue
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings: Any) -> None:
     # Personas are created per test; PBKDF2's deliberate slowness would dominate the suite.

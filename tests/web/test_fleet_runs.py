@@ -4,50 +4,11 @@ worker -Q hosts` processes, over real Redis, against the real mock."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
-
-import pytest
-from django.conf import settings
 
 from aiperf_web.runs.models import Run, RunSample
 from tests.web.conftest import World
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def hosts_worker(run_worker: str) -> Iterator[str]:
-    """Three host pool processes on this session's hosts queue."""
-    if settings.EMBEDDED:
-        pytest.skip("client workers as processes need Redis (the embedded default has none)")
-    from aiperf_web.celery import app
-
-    queue = settings.AIPERF_HOSTS_QUEUE
-    node = f"{queue}@localhost"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "aiperf_web", "worker", "-Q", queue, "-n", node,
-         "--concurrency", "3", "--prefetch-multiplier", "1", "--loglevel", "WARNING",
-         "--without-mingle", "--without-gossip"],
-        cwd=ROOT,
-        env={**os.environ, "AIPERF_HOSTS_QUEUE": queue},
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while not app.control.ping(destination=[node], timeout=0.5):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("the hosts worker did not answer a ping within 30 s")
-    yield queue
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 def test_a_run_with_client_worker_processes_runs_each_worker_in_a_host_process(
