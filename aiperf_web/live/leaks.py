@@ -9,6 +9,18 @@ again (its session ended, or another worker served its latest turn): every one i
 any orphan flags the run. *Session copies* also grow while a run ramps up and sessions are
 alive; their growth is shown beside, never flagged on its own, because live sessions
 legitimately hold their history (spawn-pin runs grow copies and have no orphan).
+
+Real memory beside the books. When client workers are processes (runner/fleet), each snapshot
+carries `hosts`: each worker's process (`host:pid`) and its resident set as the operating
+system reports it. The verdict gives each process's RSS now and its growth in MiB per minute
+over the same window as the orphans, and the fleet's total (processes still answering), so a
+reader sees whether memory follows the orphan count. RSS does not set the level: it measures
+the whole process, not the sessions it holds. It grows while a run warms up (connection
+pools, buffers, live sessions' histories), Python's allocator keeps freed arenas so it seldom
+falls back, and a collection or a burst moves it by MiBs either way: growth alone cannot tell a
+leak from a warm-up, and no fixed MiB/min threshold fits every workload. Orphans can: each is a
+history nothing will read again. A process that shares several client workers
+(client_workers_per_host) is counted once.
 """
 
 from __future__ import annotations
@@ -29,14 +41,29 @@ LeakLevel = Literal["ok", "leak", "growing"]
 BADGES: dict[str, str] = {"ok": "no leak", "leak": "leaked, stable", "growing": "leak growing"}
 
 
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class HostPoint:
+    """One client-worker process in one sample: its resident set as the OS reports it."""
+
+    host: str  # "hostname:pid"
+    workers: tuple[int, ...]  # the client workers it serves
+    rss_bytes: int
+    lost: bool  # stopped answering: its RSS is its last report, the process is gone
+
+
 @dataclass(frozen=True, slots=True)
 class LeakPoint:
-    """One sample of the per-worker books: orphaned copies, session copies, cached bytes."""
+    """One sample of the per-worker books: orphaned copies, session copies, cached bytes; and
+    the client-worker processes' RSS when the workers are processes (else empty)."""
 
     t_s: float
     orphans: Sequence[int]
     copies: Sequence[int]
     cached_bytes: Sequence[int]
+    hosts: Sequence[HostPoint] = ()
 
 
 class WorkerLeak(TypedDict):
@@ -47,6 +74,14 @@ class WorkerLeak(TypedDict):
     copies_per_min: float
     cached_bytes: int
     bytes_per_min: float
+
+
+class HostLeak(TypedDict):
+    host: str
+    workers: list[int]
+    rss_bytes: int
+    rss_mib_per_min: float
+    lost: bool
 
 
 class LeakVerdict(TypedDict):
@@ -61,6 +96,12 @@ class LeakVerdict(TypedDict):
     leaking_workers: list[int]  # workers holding orphans
     growing_workers: list[int]  # workers whose orphans grew within the window
     workers: list[WorkerLeak]
+    # Client-worker processes (runs with client_worker_processes; else empty and None): each
+    # one's RSS and its growth over the window, the total of those still answering.
+    hosts: list[HostLeak]
+    rss_bytes: int | None
+    rss_mib_per_min: float | None
+    figures: str  # one line: "orphaned copies 120, +40/min · process memory 412 MiB, +35 MiB/min"
     message: str
 
 
@@ -72,7 +113,33 @@ def leak_point(t_s: float, data: Mapping[str, Any]) -> LeakPoint | None:
     orphans = workers.get("orphaned_copies") or []
     copies = workers.get("session_copies") or []
     cached = workers.get("cached_bytes") or []
-    return LeakPoint(t_s=float(t_s), orphans=orphans, copies=copies, cached_bytes=cached)
+    return LeakPoint(
+        t_s=float(t_s),
+        orphans=orphans,
+        copies=copies,
+        cached_bytes=cached,
+        hosts=_host_points(data.get("hosts")),
+    )
+
+
+def _host_points(rows: Any) -> tuple[HostPoint, ...]:
+    """A snapshot's `hosts` rows (one per client worker) as one point per process; rows not
+    yet reporting (no heartbeat so far) are left out."""
+    if not isinstance(rows, Sequence):
+        return ()
+    by_host: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if isinstance(row, Mapping) and row.get("host") and row.get("rss_bytes") is not None:
+            by_host.setdefault(str(row["host"]), []).append(row)
+    return tuple(
+        HostPoint(
+            host=host,
+            workers=tuple(sorted(int(r["worker"]) for r in group)),
+            rss_bytes=max(int(r["rss_bytes"]) for r in group),
+            lost=all(r.get("lost_at_s") is not None for r in group),
+        )
+        for host, group in by_host.items()
+    )
 
 
 def _per_min(now: float, then: float, dt_s: float) -> float:
@@ -89,6 +156,43 @@ def _fmt_t(t_s: float) -> str:
     if t_s < 7200:
         return f"{t_s / 60:.1f} min"
     return f"{t_s / 3600:.1f} h"
+
+
+def _mib(n_bytes: float) -> str:
+    mib = n_bytes / MIB
+    # No break between a figure and its unit (the badge line wraps on a phone).
+    return f"{mib / 1024:.1f}\u00a0GiB" if mib >= 10240 else f"{mib:.0f}\u00a0MiB"
+
+
+def _mib_rate(mib_per_min: float) -> str:
+    if mib_per_min == 0:
+        return "flat"
+    digits = 0 if abs(mib_per_min) >= 10 else 1
+    return f"{mib_per_min:+.{digits}f}\u00a0MiB/min"
+
+
+def _host_leaks(window: Sequence[LeakPoint]) -> list[HostLeak]:
+    """Each process of the window's last point: its RSS now, and its growth since the first
+    point of the window it appears in (a process that answered later is measured from then)."""
+    last = window[-1]
+    first_seen: dict[str, tuple[float, int]] = {}
+    for point in window:
+        for host in point.hosts:
+            first_seen.setdefault(host.host, (point.t_s, host.rss_bytes))
+    leaks: list[HostLeak] = []
+    for host in last.hosts:
+        then_t, then_rss = first_seen[host.host]
+        dt_s = last.t_s - then_t
+        leaks.append(
+            {
+                "host": host.host,
+                "workers": list(host.workers),
+                "rss_bytes": host.rss_bytes,
+                "rss_mib_per_min": _per_min(host.rss_bytes / MIB, then_rss / MIB, dt_s),
+                "lost": host.lost,
+            }
+        )
+    return sorted(leaks, key=lambda h: h["workers"])
 
 
 def _workers_text(ids: Sequence[int], limit: int = 8) -> str:
@@ -113,17 +217,21 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
             "leaking_workers": [],
             "growing_workers": [],
             "workers": [],
+            "hosts": [],
+            "rss_bytes": None,
+            "rss_mib_per_min": None,
+            "figures": "",
             "message": "No client-worker figures yet.",
         }
     last = series[-1]
     # From the newest point at least window_s old (the first point while the run is younger):
     # growth = now - then over their distance. A thinned history may hold no point exactly
     # window_s back; the next older one keeps the rate honest where no point would zero it.
-    start = series[0]
-    for point in reversed(series):
-        start = point
-        if last.t_s - point.t_s >= window_s:
+    first = 0
+    for first in range(len(series) - 1, -1, -1):
+        if last.t_s - series[first].t_s >= window_s:
             break
+    start = series[first]
     dt_s = last.t_s - start.t_s
     k = max(len(last.orphans), len(last.copies), len(last.cached_bytes))
     workers: list[WorkerLeak] = []
@@ -174,6 +282,38 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
                 f" Session copies grow by {copies_per_min:g} per minute ({copies} held): "
                 "histories of live sessions, released at their final turn."
             )
+    figures = f"orphaned copies {orphaned}"
+    if orphaned or orphans_per_min:
+        figures += ", flat" if orphans_per_min == 0 else f", {orphans_per_min:+g}/min"
+    hosts = _host_leaks(series[first:])
+    answering = [h for h in hosts if not h["lost"]]
+    rss_bytes: int | None = None
+    rss_mib_per_min: float | None = None
+    if answering:
+        rss_bytes = sum(h["rss_bytes"] for h in answering)
+        rss_mib_per_min = round(sum(h["rss_mib_per_min"] for h in answering), 2)
+        n = len(answering)
+        figures += f" · process memory {_mib(rss_bytes)}, {_mib_rate(rss_mib_per_min)}"
+        # A lost process's last report is not memory anyone holds now: named apart.
+        still = " still answering" if len(hosts) > n else ""
+        message += (
+            f" Memory: the {n} client-worker "
+            f"{'process' + still + ' holds' if n == 1 else 'processes' + still + ' hold'} "
+            f"{_mib(rss_bytes)} (resident, as the OS counts it), "
+            f"{_mib_rate(rss_mib_per_min)} over {window_text}"
+        )
+        fastest = max(answering, key=lambda h: h["rss_mib_per_min"])
+        if n > 1 and fastest["rss_mib_per_min"] > 0:
+            message += (
+                f"; fastest: the process of {_workers_text(fastest['workers'])} "
+                f"({fastest['host']}), {_mib_rate(fastest['rss_mib_per_min'])}"
+            )
+        message += "."
+        if level == "ok" and rss_mib_per_min > 0:
+            message += (
+                " Memory growth alone is not called a leak: a process also grows while it "
+                "warms up (connections, buffers, live sessions); watch whether it levels off."
+            )
     return {
         "level": level,
         "badge": BADGES[level],
@@ -186,6 +326,10 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
         "leaking_workers": leaking,
         "growing_workers": growing,
         "workers": workers,
+        "hosts": hosts,
+        "rss_bytes": rss_bytes,
+        "rss_mib_per_min": rss_mib_per_min,
+        "figures": figures,
         "message": message,
     }
 
@@ -195,12 +339,14 @@ BRIEF_WORKERS = 16
 
 def leak_brief(verdict: LeakVerdict) -> LeakVerdict:
     """The verdict as the live page needs it: only the workers that hold or grow orphans, the
-    worst BRIEF_WORKERS of them (64 workers in full would double a snapshot message)."""
+    worst BRIEF_WORKERS of them (64 workers in full would double a snapshot message), and the
+    BRIEF_WORKERS processes whose RSS grows fastest."""
     shown = sorted(
         (w for w in verdict["workers"] if w["orphaned"] > 0 or w["orphans_per_min"] > 0),
         key=lambda w: (-w["orphans_per_min"], -w["orphaned"]),
     )[:BRIEF_WORKERS]
-    return {**verdict, "workers": shown}
+    hosts = sorted(verdict["hosts"], key=lambda h: -h["rss_mib_per_min"])[:BRIEF_WORKERS]
+    return {**verdict, "workers": shown, "hosts": hosts}
 
 
 def leak_flag(*, orphaned: int | None, drain_verdict: str | None = None) -> bool:

@@ -126,7 +126,8 @@ def run_samples_between(*, run_obj: Run, after_seq: int, before_seq: int) -> lis
 
 
 def run_leak_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> list[LeakPoint]:
-    """The leak monitor's series of a run, read as three small JSON paths per sample."""
+    """The leak monitor's series of a run, read as two JSON paths per sample: the workers'
+    books and, for client workers that are processes, their hosts."""
     base = RunSample.objects.filter(run=run_obj)
     last_seq = base.order_by("-seq").values_list("seq", flat=True).first()
     if last_seq is None:
@@ -135,10 +136,10 @@ def run_leak_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> li
     qs = base
     if stride > 1:
         qs = base.annotate(k=Mod(F("seq"), stride)).filter(Q(k=0) | Q(seq=last_seq))
-    rows = qs.order_by("seq").values_list("t_s", "data__client_workers")
+    rows = qs.order_by("seq").values_list("t_s", "data__client_workers", "data__hosts")
     points = []
-    for t_s, workers in rows:
-        point = leak_point(t_s, {"client_workers": workers})
+    for t_s, workers, hosts in rows:
+        point = leak_point(t_s, {"client_workers": workers, "hosts": hosts})
         if point is not None:
             points.append(point)
     return points

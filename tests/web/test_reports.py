@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from aiperf_web.live.leaks import WINDOW_S, LeakPoint, LeakVerdict, leak_assess
+from aiperf_web.live.leaks import (
+    MIB,
+    WINDOW_S,
+    HostPoint,
+    LeakPoint,
+    LeakVerdict,
+    leak_assess,
+    leak_brief,
+    leak_point,
+)
 from aiperf_web.reports.models import ABPair
 from aiperf_web.reports.selectors import trees_build
 from aiperf_web.runs.models import Run, RunSample, Status
@@ -86,6 +95,88 @@ def test_growing_session_copies_without_orphans_are_not_a_leak() -> None:
     assert "histories of live sessions" in verdict["message"]
 
 
+def _fleet(t: int, rss_mib: list[float], orphans: list[int] | None = None) -> LeakPoint:
+    """Client workers 0..n-1, each its own process `vm:10+i` holding rss_mib[i]."""
+    n = len(rss_mib)
+    return LeakPoint(
+        t_s=float(t),
+        orphans=orphans or [0] * n,
+        copies=[5] * n,
+        cached_bytes=[100] * n,
+        hosts=[
+            HostPoint(host=f"vm:{10 + i}", workers=(i,), rss_bytes=int(mib * MIB), lost=False)
+            for i, mib in enumerate(rss_mib)
+        ],
+    )
+
+
+def test_host_rss_growth_is_reported_per_process_and_in_total_beside_the_orphans() -> None:
+    # One snapshot a second; worker 1's process grows 1 MiB/s, the others stay at 100 MiB.
+    series = [_fleet(t, [100, 100 + t, 100]) for t in range(0, 61)]
+    verdict = leak_assess(series)
+    by_host = {h["host"]: h for h in verdict["hosts"]}
+    assert by_host["vm:11"]["rss_mib_per_min"] == pytest.approx(60.0)  # over the last 30 s
+    assert by_host["vm:11"]["rss_bytes"] == 160 * MIB and by_host["vm:11"]["workers"] == [1]
+    assert by_host["vm:10"]["rss_mib_per_min"] == 0 and by_host["vm:12"]["rss_mib_per_min"] == 0
+    assert "the 3 client-worker processes hold 360\u00a0MiB" in verdict["message"]
+    assert verdict["rss_bytes"] == 360 * MIB and verdict["rss_mib_per_min"] == pytest.approx(60.0)
+    # RSS alone does not make a leak: no orphan, no flag (the module docstring says why).
+    assert verdict["level"] == "ok"
+    assert verdict["figures"] == "orphaned copies 0 · process memory 360\u00a0MiB, +60\u00a0MiB/min"
+    assert "fastest: the process of worker 1 (vm:11), +60\u00a0MiB/min" in verdict["message"]
+    assert "growth alone is not called a leak" in verdict["message"]
+    # The live page's brief keeps the fastest-growing processes first.
+    assert leak_brief(verdict)["hosts"][0]["host"] == "vm:11"
+
+
+def test_flat_host_rss_reads_flat_and_orphans_still_set_the_level() -> None:
+    series = [_fleet(t, [200, 200], orphans=[0, t // 10]) for t in range(0, 61)]
+    verdict = leak_assess(series)
+    assert verdict["level"] == "growing" and verdict["growing_workers"] == [1]
+    assert verdict["rss_mib_per_min"] == 0 and verdict["rss_bytes"] == 400 * MIB
+    assert verdict["figures"] == "orphaned copies 6, +6/min · process memory 400\u00a0MiB, flat"
+    assert "fastest" not in verdict["message"] and "not called a leak" not in verdict["message"]
+
+
+def test_in_process_runs_have_no_host_figures() -> None:
+    verdict = leak_assess(_points([[0, 0], [0, 1]]))
+    assert verdict["hosts"] == [] and verdict["rss_bytes"] is None
+    assert verdict["rss_mib_per_min"] is None and "memory" not in verdict["figures"]
+    assert "Memory" not in verdict["message"]
+
+
+def test_snapshot_host_rows_become_one_point_per_process() -> None:
+    books = {"orphaned_copies": [0] * 4, "session_copies": [0] * 4, "cached_bytes": [0] * 4}
+
+    def snapshot(t: int, rss: int, *, lost_at: float | None = None) -> LeakPoint:
+        point = leak_point(t, {"client_workers": books, "hosts": [
+            # Workers 0 and 1 share one process (client_workers_per_host = 2): counted once.
+            {"worker": 0, "host": "vm:1", "rss_bytes": rss, "lost_at_s": None},
+            {"worker": 1, "host": "vm:1", "rss_bytes": rss, "lost_at_s": None},
+            {"worker": 2, "host": "vm:2", "rss_bytes": 50 * MIB, "lost_at_s": lost_at},
+            # Not answering yet: no heartbeat, nothing to measure.
+            {"worker": 3, "host": None, "rss_bytes": None, "lost_at_s": None},
+        ]})  # fmt: skip
+        assert point is not None
+        return point
+
+    first = snapshot(0, 100 * MIB)
+    assert [(h.host, h.workers) for h in first.hosts] == [("vm:1", (0, 1)), ("vm:2", (2,))]
+    verdict = leak_assess([first, snapshot(30, 130 * MIB, lost_at=20.0)])
+    rows = {h["host"]: h for h in verdict["hosts"]}
+    assert rows["vm:1"]["rss_mib_per_min"] == pytest.approx(60.0)
+    # The lost process is listed with its last report, but gone from the total.
+    assert rows["vm:2"]["lost"] is True and verdict["rss_bytes"] == 130 * MIB
+    assert "the 1 client-worker process still answering holds 130\u00a0MiB" in verdict["message"]
+
+
+def test_a_process_that_answered_mid_window_grows_from_its_first_report() -> None:
+    early = [_fleet(t, [100]) for t in range(0, 20)]
+    later = [_fleet(t, [100, 100 + (t - 20)]) for t in range(20, 31)]  # 1 MiB/s from t = 20
+    rows = {h["host"]: h for h in leak_assess(early + later)["hosts"]}
+    assert rows["vm:11"]["rss_mib_per_min"] == pytest.approx(60.0)
+
+
 # -- report, trees, exports ----------------------------------------------------------------------
 
 
@@ -139,6 +230,28 @@ RECORDS = [
     _record(3, "b", "r", "r", 1, 1, 2, 5, 950),  # ... then bounces from client worker 1 to 2
     _record(4, "r", "r", None, 0, 1, 0, 3, 990),
 ]
+
+
+def test_the_report_and_the_api_carry_the_hosts_rss_beside_the_orphans(world: World) -> None:
+    # A run whose two client workers were processes: worker 1's grows 2 MiB per second.
+    run = _finished(world, summary=_summary(), spec={"client_worker_processes": True})
+    for seq in range(11):
+        RunSample.objects.create(run=run, seq=seq, t_s=float(seq), data={
+            "t_s": float(seq), "requests": seq * 10, "recent": [],
+            "client_workers": {"orphaned_copies": [0, 0], "session_copies": [1, 1],
+                               "cached_bytes": [1, 1]},
+            "hosts": [{"worker": 0, "host": "vm:7", "rss_bytes": 100 * MIB, "lost_at_s": None},
+                      {"worker": 1, "host": "vm:8", "rss_bytes": (100 + 2 * seq) * MIB,
+                       "lost_at_s": None}]})  # fmt: skip
+    leak = world.api("viewer").get(f"/api/v1/runs/{run.uuid}/leak").json()
+    assert leak["level"] == "ok" and leak["rss_bytes"] == 220 * MIB
+    assert leak["rss_mib_per_min"] == pytest.approx(120.0)
+    assert [(h["host"], h["workers"], h["rss_mib_per_min"]) for h in leak["hosts"]] == [
+        ("vm:7", [0], 0.0),
+        ("vm:8", [1], 120.0),
+    ]
+    html = world.client("viewer").get(f"/runs/{run.uuid}/").content.decode()
+    assert "orphaned copies 0 · process memory 220\u00a0MiB, +120\u00a0MiB/min" in html
 
 
 def test_the_tree_view_marks_bounces_and_child_first_turn_cache_hits() -> None:

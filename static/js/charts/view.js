@@ -489,6 +489,9 @@ export class RunView {
     if (msg && msg.textContent !== v.message) msg.textContent = v.message;
     const badge = this.$("#leak-badge");
     if (badge) badge.textContent = v.badge || (v.level === "ok" ? "no leak" : v.level === "growing" ? "leak growing" : "leaked");
+    // The counts beside the badge: orphans, and the client-worker processes' RSS when any.
+    const figures = this.$("#leak-figures");
+    if (figures && figures.textContent !== (v.figures || "")) figures.textContent = v.figures || "";
     const body = this.$("#leak-body");
     if (!body) return;
     const rows = v.workers.filter((w) => w.orphaned > 0 || w.orphans_per_min > 0)
