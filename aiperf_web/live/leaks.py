@@ -294,14 +294,18 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
         rss_mib_per_min = round(sum(h["rss_mib_per_min"] for h in answering), 2)
         n = len(answering)
         figures += f" · process memory {_mib(rss_bytes)}, {_mib_rate(rss_mib_per_min)}"
-        # A lost process's last report is not memory anyone holds now: named apart.
-        still = " still answering" if len(hosts) > n else ""
         message += (
-            f" Memory: the {n} client-worker "
-            f"{'process' + still + ' holds' if n == 1 else 'processes' + still + ' hold'} "
+            f" Memory: the {n} client-worker {'process holds' if n == 1 else 'processes hold'} "
             f"{_mib(rss_bytes)} (resident, as the OS counts it), "
             f"{_mib_rate(rss_mib_per_min)} over {window_text}"
         )
+        # A lost process's last report is memory nobody holds now: named, not counted.
+        lost = sorted(w for h in hosts if h["lost"] for w in h["workers"])
+        if lost:
+            message += (
+                f" (the lost process{'es' if len(hosts) - n > 1 else ''} of "
+                f"{_workers_text(lost)} not counted)"
+            )
         fastest = max(answering, key=lambda h: h["rss_mib_per_min"])
         if n > 1 and fastest["rss_mib_per_min"] > 0:
             message += (

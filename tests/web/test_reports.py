@@ -167,7 +167,8 @@ def test_snapshot_host_rows_become_one_point_per_process() -> None:
     assert rows["vm:1"]["rss_mib_per_min"] == pytest.approx(60.0)
     # The lost process is listed with its last report, but gone from the total.
     assert rows["vm:2"]["lost"] is True and verdict["rss_bytes"] == 130 * MIB
-    assert "the 1 client-worker process still answering holds 130\u00a0MiB" in verdict["message"]
+    assert "the 1 client-worker process holds 130\u00a0MiB" in verdict["message"]
+    assert "(the lost process of worker 2 not counted)" in verdict["message"]
 
 
 def test_a_process_that_answered_mid_window_grows_from_its_first_report() -> None:
