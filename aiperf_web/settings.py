@@ -241,10 +241,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # The queue runs go to (`celery -A aiperf_web worker -Q runs`); tests use their own.
 AIPERF_RUNS_QUEUE = env_str("AIPERF_RUNS_QUEUE", "runs")
 CELERY_TASK_DEFAULT_QUEUE = AIPERF_RUNS_QUEUE
-# Client workers as processes (runner/fleet): a run with client_worker_processes sends each of
-# its client workers to a host task (`fleet.host`) on this queue, consumed by `celery -A
-# aiperf_web worker -Q hosts` processes on any machine that reaches Redis and the endpoints;
-# one pool process hosts one client worker for a run's length. Needs Redis.
+# Client workers as processes (runner/fleet): a run with client_worker_processes sends each
+# group of client_workers_per_host client workers to a host task (`fleet.host`) on this queue,
+# consumed by `celery -A aiperf_web worker -Q hosts` processes on any machine that reaches
+# Redis and the endpoints; one pool process hosts one group for a run's length. Needs Redis.
 AIPERF_HOSTS_QUEUE = env_str("AIPERF_HOSTS_QUEUE", "hosts")
 AIPERF_HOST_PROCESSES = env_int("AIPERF_HOST_PROCESSES", 4)  # what `manage.py serve` starts
 AIPERF_FLEET_REDIS_URL = env_str("AIPERF_FLEET_REDIS_URL") or REDIS_URL

@@ -11,7 +11,7 @@ names (a test enforces it):
     run(spec, *, traces, sink, stop, fleet) -> RunResult   either clock, blocking
     run_async(...)                                      the same inside an event loop
     FleetPlan(redis_url, start_hosts)                   client workers as processes (fleet)
-    serve_host(redis_url, run_key, worker)              one client worker's process, blocking
+    serve_hosts(redis_url, run_key, workers)            a host process's client workers, blocking
     Sink, ListSink, Snapshot, Summary, RecordDict       what a run reports while it goes
     load_workload, load_trace, inspect_trace, Trace, DEFAULT_MAX_BYTES, FILE_FORMATS
     dump_native(trace) -> str                           a loaded trace as native JSON lines
@@ -69,7 +69,7 @@ from runner.trace import (
 from runner.wallclock.probe import AffinityDetection
 
 if TYPE_CHECKING:
-    from runner.fleet.host import serve_host
+    from runner.fleet.host import serve_hosts
 
 __all__ = [
     "AFFINITIES",
@@ -118,15 +118,15 @@ __all__ = [
     "parse_spec",
     "run",
     "run_async",
-    "serve_host",
+    "serve_hosts",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    # serve_host brings the Redis client: loaded when a host process asks for it, never with
+    # serve_hosts brings the Redis client: loaded when a host process asks for it, never with
     # the face (a test holds the face free of server stacks).
-    if name == "serve_host":
-        from runner.fleet.host import serve_host
+    if name == "serve_hosts":
+        from runner.fleet.host import serve_hosts
 
-        return serve_host
+        return serve_hosts
     raise AttributeError(f"module 'runner' has no attribute {name!r}")

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from runner.client import EndpointInfo, preflight
 from runner.errors import SpecError, Stopped
-from runner.fleet import FleetPlan, LocalHosts, fleet_loop
+from runner.fleet import FleetPlan, LocalHosts, fleet_loop, host_groups
 from runner.metrics.histogram import LatencyHistogram
 from runner.output import LATENCY_KEYS, SUMMARY_KEYS, RunStatus, Sink, Summary
 from runner.servermetrics import ServerMetricsScraper, same_origin
@@ -286,15 +286,18 @@ async def _fleet(
         )
     from runner.fleet.sender import FleetSender  # the Redis client, only for such runs
 
-    workers = spec.client_workers
+    groups = host_groups(spec.client_workers, spec.client_workers_per_host)
+    placed_as = f"{_count(spec.client_workers, 'client worker')} in " + _count(
+        len(groups), "host process", "host processes"
+    )
     sender = FleetSender(traces, config, redis_url=plan.redis_url, run=plan.run_key)
     hosts = None
     if plan.start_hosts is None:
-        hosts = LocalHosts(plan.redis_url, plan.run_key, workers)
+        hosts = LocalHosts(plan.redis_url, plan.run_key, groups)
     else:
-        plan.start_hosts(plan.run_key, workers)
+        plan.start_hosts(plan.run_key, groups)
     if sink is not None:
-        sink.log("info", f"waiting for {workers} client-worker processes (fleet {plan.run_key})")
+        sink.log("info", f"waiting for {placed_as} (fleet {plan.run_key})")
     try:
         await sender.start(timeout_s=plan.start_timeout_s)
     except BaseException:
@@ -304,8 +307,12 @@ async def _fleet(
         raise
     if sink is not None:
         placed = sorted({str(beat.get("host")) for beat in sender.heartbeats.values()})
-        sink.log("info", f"{workers} client-worker processes answering on {', '.join(placed)}")
+        sink.log("info", f"{placed_as} answering on {', '.join(placed)}")
     return sender, hosts
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:

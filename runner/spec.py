@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -389,6 +390,14 @@ class RunSpec(BaseModel):
         description="live runs: each client worker in a process of its own (its own "
         "connections, session copies and memory), fed over Redis; routing stays in one place",
     )
+    client_workers_per_host: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_CLIENT_WORKERS,
+        description="with client_worker_processes: client workers one host process serves "
+        "together, each still with its own connections and session copies (their RSS and CPU "
+        "are the process's); the run needs ceil(client_workers / this) host processes",
+    )
 
     # -- server-side affinity (§4.5)
     affinity: AffinityName = Field(default="none", description="what requests carry")
@@ -439,6 +448,18 @@ class RunSpec(BaseModel):
         if not 0.0 <= lo <= hi <= 1.0:
             raise ValueError(f"{lo}:{hi} is not LO:HI with 0 <= LO <= HI <= 1")
         return window
+
+    @field_validator("client_workers_per_host")
+    @classmethod
+    def _per_host(cls, per_host: int, info: ValidationInfo) -> int:
+        # Named by the field (the launch form shows it there): client_worker_processes is
+        # declared before it, so already validated.
+        if per_host > 1 and not info.data.get("client_worker_processes"):
+            raise ValueError(
+                f"{per_host} per host needs client_worker_processes (without it, every client "
+                "worker shares the run's one process)"
+            )
+        return per_host
 
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:

@@ -1,10 +1,10 @@
 """A run's client workers as processes on the `hosts` queue (the engine's runner/fleet).
 
-The run's own task stays the orchestrator (scheduler, router, affinity, books); each client
-worker becomes a `fleet.host` task that a `celery -A aiperf_web worker -Q hosts` pool process
-runs for the run's length, on any machine reaching Redis and the endpoint. Host tasks are
-acknowledged on receipt: a host that dies is not redelivered (the orchestrator settles what it
-owed as lost, never re-sends it).
+The run's own task stays the orchestrator (scheduler, router, affinity, books); each group of
+`client_workers_per_host` client workers becomes a `fleet.host` task that a `celery -A
+aiperf_web worker -Q hosts` pool process runs for the run's length, on any machine reaching
+Redis and the endpoint. Host tasks are acknowledged on receipt: a host that dies is not
+redelivered (the orchestrator settles what its workers owed as lost, never re-sends it).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def fleet_check(spec: RunSpec) -> None:
 
 
 def fleet_plan(spec: RunSpec) -> FleetPlan | None:
-    """How the worker starts the run's hosts: one host task per client worker."""
+    """How the worker starts the run's hosts: one host task per worker group."""
     if not spec.client_worker_processes:
         return None
     return FleetPlan(
@@ -39,10 +39,10 @@ def fleet_plan(spec: RunSpec) -> FleetPlan | None:
     )
 
 
-def _send_hosts(run_key: str, workers: int) -> None:
-    for worker in range(workers):
+def _send_hosts(run_key: str, groups: list[list[int]]) -> None:
+    for workers in groups:
         current_app.send_task(
             HOST_TASK,
-            args=[settings.AIPERF_FLEET_REDIS_URL, run_key, worker],
+            args=[settings.AIPERF_FLEET_REDIS_URL, run_key, workers],
             queue=settings.AIPERF_HOSTS_QUEUE,
         )

@@ -23,6 +23,7 @@ LAUNCH_KNOBS = (
     "speedup",
     "client_workers",
     "client_worker_processes",
+    "client_workers_per_host",
     "seed",
 )
 
@@ -109,6 +110,11 @@ class LaunchForm(forms.Form):
         self.fields["affinity_actions"].help_text = (
             "dynamo-nvext only: bind (development builds) or open (Dynamo 1.2.x); blank = what "
             "the endpoint's connection test found, else the scenario's"
+        )
+        self.fields["client_workers_per_host"].help_text = (
+            "with client worker processes ticked: how many client workers share one host "
+            "process (each keeps its own connections and session copies); blank = the "
+            "scenario's"
         )
         self.affinity_by_target = _affinity_by_target(ordered, self.fields["affinity"])
         # The target the page opens with: the one asked for, else the first listed.

@@ -11,7 +11,7 @@ from celery import shared_task
 from aiperf_web.runs.fleet import HOST_TASK
 from aiperf_web.runs.tickets import TASK_NAME
 from aiperf_web.runs.worker import run_execute_next
-from runner import serve_host
+from runner import serve_hosts
 
 
 @shared_task(name=TASK_NAME, acks_late=True, ignore_result=True)
@@ -21,6 +21,7 @@ def execute_run(run_uuid: str = "") -> str:
 
 
 @shared_task(name=HOST_TASK, acks_late=False, ignore_result=True)
-def host_client_worker(redis_url: str, run_key: str, worker: int) -> str:
-    # One client worker of a run whose workers are processes (runs/fleet.py), until it ends.
-    return serve_host(redis_url, run_key, worker).stopped
+def host_client_workers(redis_url: str, run_key: str, workers: list[int]) -> list[str]:
+    # A group of client workers of a run whose workers are processes (runs/fleet.py), served
+    # together by this pool process until the run ends.
+    return [report.stopped for report in serve_hosts(redis_url, run_key, workers)]

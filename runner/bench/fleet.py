@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from runner.bench.fleet_hosts import floor_round_trips
 from runner.cluster import ClusterConfig
-from runner.fleet import FleetSender, LocalHosts, RunKeys, fleet_loop
+from runner.fleet import FleetSender, LocalHosts, RunKeys, fleet_loop, host_groups
 from runner.mockserver import MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
@@ -131,7 +131,7 @@ async def _started_fleet(
     if echo:
         procs = _bench_processes("echo", redis_url, run, workers)
     else:
-        procs = LocalHosts(redis_url, run, workers)
+        procs = LocalHosts(redis_url, run, host_groups(workers, 1))
     sender = FleetSender([trace], config, redis_url=redis_url, run=run)
     await sender.start(timeout_s=60)
     return sender, procs

@@ -1,9 +1,10 @@
-"""`python -m runner client-worker`: host one client worker of a run spread over processes.
+"""`python -m runner client-worker`: host client workers of a run spread over processes.
 
 The run's orchestrator (a live replay with `fleet` set) decides every request; this process
-sends the ones routed to its worker over its own connection pool, keeps its own session
-copies, and reports results and heartbeats through Redis (runner/fleet). It leaves when the
-run ends, or when the orchestrator has been gone for a few seconds.
+serves the client workers it is given (`--worker N`, repeatable): each sends the requests
+routed to it over its own connection pool, keeps its own session copies, and reports results
+and heartbeats through Redis (runner/fleet), all on this process's one event loop. It leaves
+when the run ends, or when the orchestrator has been gone for a few seconds.
 """
 
 from __future__ import annotations
@@ -18,14 +19,25 @@ __all__ = ["add_parser", "run"]
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "client-worker",
-        help="host one client worker of a run whose workers are separate processes",
-        description="Serve client worker N of a run spread over processes: read its credits "
-        "from Redis, send them, return the results. Start one per worker, on any host that "
-        "reaches Redis and the endpoint; the orchestrator waits for all of them.",
+        help="host client workers of a run whose workers are separate processes",
+        description="Serve client workers of a run spread over processes: read each one's "
+        "credits from Redis, send them, return the results. Give each worker this process "
+        "serves with --worker (repeat it to serve several together: each keeps its own "
+        "connections, session copies and heartbeat; RSS and CPU are the process's). Start "
+        "processes covering every worker, on any host that reaches Redis and the endpoint; "
+        "the orchestrator waits for all of them. Prints one JSON line per worker served.",
     )
     parser.add_argument("--redis", required=True, metavar="URL", help="redis://host:port/db")
     parser.add_argument("--run", required=True, metavar="KEY", help="the run's fleet key")
-    parser.add_argument("--worker", required=True, type=int, metavar="N", help="worker index")
+    parser.add_argument(
+        "--worker",
+        required=True,
+        type=int,
+        action="append",
+        dest="workers",
+        metavar="N",
+        help="a client worker index this process serves (repeatable: --worker 0 --worker 1)",
+    )
     parser.add_argument(
         "--wait-s",
         type=float,
@@ -37,22 +49,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from runner.fleet import serve_host
+    from runner.fleet import serve_hosts
 
-    if args.worker < 0:
-        sys.stderr.write("error: --worker must be 0 or more\n")
+    if min(args.workers) < 0 or len(set(args.workers)) != len(args.workers):
+        sys.stderr.write("error: each --worker must be 0 or more, and given once\n")
         return 2
-    report = serve_host(args.redis, args.run, args.worker, wait_config_s=args.wait_s)
-    print(
-        json.dumps(
-            {
-                "worker": report.worker,
-                "sent": report.sent,
-                "stopped": report.stopped,
-                "copies": report.copies,
-                "copy_bytes": report.copy_bytes,
-                "rss_end_bytes": report.rss_end_bytes,
-            }
-        )
-    )
-    return 0 if report.stopped == "stop" else 1
+    reports = serve_hosts(args.redis, args.run, args.workers, wait_config_s=args.wait_s)
+    for report in reports:
+        line = {
+            "worker": report.worker,
+            "sent": report.sent,
+            "stopped": report.stopped,
+            "copies": report.copies,
+            "copy_bytes": report.copy_bytes,
+            "rss_end_bytes": report.rss_end_bytes,
+        }
+        print(json.dumps(line))
+    return 0 if all(report.stopped == "stop" for report in reports) else 1

@@ -106,8 +106,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     fleet.add_argument(
         "--client-worker-processes",
         action="store_true",
-        help="start one `client-worker` process per client worker on this machine and feed "
-        "them over Redis (each its own connections, session copies and memory)",
+        help="start `client-worker` processes on this machine and feed the client workers "
+        "over Redis (each its own connections and session copies; see "
+        "--client-workers-per-host for their memory)",
+    )
+    fleet.add_argument(
+        "--client-workers-per-host",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --client-worker-processes: client workers each process serves together "
+        "(default 1: a process of its own each, its own RSS); ceil(workers / N) processes",
     )
     fleet.add_argument(
         "--fleet-redis",
@@ -141,8 +150,17 @@ def run(args: argparse.Namespace) -> int:
     )
     spec = build_spec(args, target=target)
     fleet = None
+    if args.client_workers_per_host != 1 and not args.client_worker_processes:
+        raise SpecError(
+            "--client-workers-per-host places workers in processes: add --client-worker-processes"
+        )
     if args.client_worker_processes:
-        spec = spec.with_overrides({"client_worker_processes": True})
+        spec = spec.with_overrides(
+            {
+                "client_worker_processes": True,
+                "client_workers_per_host": args.client_workers_per_host,
+            }
+        )
         fleet = FleetPlan(redis_url=args.fleet_redis)
     stop = threading.Event()
     sink = _CliSink(progress=not args.quiet, records_path=args.records)

@@ -1,5 +1,6 @@
-"""A client worker in its own process: receives built requests from its stream, sends them
-over its own connection pool, keeps its own session copies, and returns the results.
+"""Client workers in a process of their own (one, or several sharing its event loop): each
+receives built requests from its stream, sends them over its own connection pool, keeps its
+own session copies, and returns the results.
 
 A host knows nothing of routing or traces. It holds a copy of every session it served (the
 history it last sent) until that session's last turn is answered here; copies of sessions
@@ -19,9 +20,9 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
@@ -45,7 +46,7 @@ __all__ = [
     "HostReport",
     "read_host_config",
     "run_host",
-    "serve_host",
+    "serve_hosts",
     "write_host_config",
 ]
 
@@ -80,17 +81,29 @@ class _State:
     closing: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-def serve_host(redis_url: str, run: str, worker: int, *, wait_config_s: float = 30.0) -> HostReport:
-    """`run_host` on the host's own event loop, blocking: what a client-worker process runs
-    (`python -m runner client-worker`, the service's `fleet.host` task). `kill -USR1 <pid>`
-    prints what each of its tasks waits on."""
+def serve_hosts(
+    redis_url: str, run: str, workers: Sequence[int], *, wait_config_s: float = 30.0
+) -> list[HostReport]:
+    """`run_host` for each of `workers` together on this process's own event loop, blocking:
+    what a client-worker process runs (`python -m runner client-worker`, the service's
+    `fleet.host` task). Each worker keeps its own stream, connections, session copies and
+    heartbeat; they share the process, so their heartbeats report the same `host`, RSS and CPU.
+    `kill -USR1 <pid>` prints what each of its tasks waits on."""
     with asyncio.Runner(loop_factory=fleet_loop) as runner:
-        return runner.run(
-            _with_stack_dump(run_host(redis_url, run, worker, wait_config_s=wait_config_s))
-        )
+        return runner.run(_with_stack_dump(_run_hosts(redis_url, run, workers, wait_config_s)))
 
 
-async def _with_stack_dump(coro: Coroutine[Any, Any, HostReport]) -> HostReport:
+async def _run_hosts(
+    redis_url: str, run: str, workers: Sequence[int], wait_config_s: float
+) -> list[HostReport]:
+    hosts = (run_host(redis_url, run, w, wait_config_s=wait_config_s) for w in workers)
+    return list(await asyncio.gather(*hosts))
+
+
+_T = TypeVar("_T")
+
+
+async def _with_stack_dump(coro: Coroutine[Any, Any, _T]) -> _T:
     loop = asyncio.get_running_loop()
 
     def dump() -> None:

@@ -1,10 +1,11 @@
 """Starting a run's client-worker hosts: where they run is the caller's choice.
 
-`FleetPlan(redis_url)` alone starts one local `python -m runner client-worker` process per
-client worker (the command line, a machine without a task queue). A service passes
-`start_hosts`, which starts them wherever it runs work (the web service: one Celery task per
-worker on the `hosts` queue, on any number of machines); the orchestrator then waits for every
-host's first heartbeat.
+A run's client workers are placed in groups of `client_workers_per_host` (`host_groups`), one
+host process per group. `FleetPlan(redis_url)` alone starts one local `python -m runner
+client-worker` process per group (the command line, a machine without a task queue). A service
+passes `start_hosts`, which starts them wherever it runs work (the web service: one Celery task
+per group on the `hosts` queue, on any number of machines); the orchestrator then waits for
+every client worker's first heartbeat.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from runner.errors import RunnerError
 
-__all__ = ["FleetError", "FleetPlan", "LocalHosts"]
+__all__ = ["FleetError", "FleetPlan", "LocalHosts", "host_groups"]
 
 
 class FleetError(RunnerError):
@@ -27,24 +28,33 @@ class FleetError(RunnerError):
 @dataclass(frozen=True, slots=True)
 class FleetPlan:
     redis_url: str
-    # (run key, client workers) -> start hosts 0..workers-1 for that run somewhere; None
-    # starts them as local processes.
-    start_hosts: Callable[[str, int], None] | None = None
+    # (run key, worker groups) -> start one host process per group for that run somewhere,
+    # serving that group's client workers; None starts them as local processes.
+    start_hosts: Callable[[str, list[list[int]]], None] | None = None
     start_timeout_s: float = 60.0
     run_key: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
 
 
-class LocalHosts:
-    """One host process per client worker on this machine, reaped at the end of the run."""
+def host_groups(client_workers: int, per_host: int) -> list[list[int]]:
+    """Client workers 0..client_workers-1 in consecutive groups of `per_host` (the last may be
+    smaller): host h serves [h*per_host, min((h+1)*per_host, client_workers))."""
+    return [
+        list(range(first, min(first + per_host, client_workers)))
+        for first in range(0, client_workers, per_host)
+    ]
 
-    def __init__(self, redis_url: str, run: str, workers: int) -> None:
+
+class LocalHosts:
+    """One host process per worker group on this machine, reaped at the end of the run."""
+
+    def __init__(self, redis_url: str, run: str, groups: Sequence[Sequence[int]]) -> None:
         self.procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "runner", "client-worker", "--redis", redis_url,
-                 "--run", run, "--worker", str(worker)],
+                 "--run", run, *(f"--worker={worker}" for worker in group)],
                 stdout=subprocess.DEVNULL,
             )
-            for worker in range(workers)
+            for group in groups
         ]  # fmt: skip
 
     def close(self, timeout_s: float = 20.0) -> None:

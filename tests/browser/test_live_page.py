@@ -77,19 +77,52 @@ def test_the_header_follows_the_run_and_the_charts_zoom_and_hover_together(
     phone.close()
 
 
-def test_a_run_of_client_worker_processes_shows_each_process(site: Site, context: Any) -> None:
-    """Launched from the form with the processes box ticked: the page lists each client
-    worker's process (its pid, RSS, CPU, in flight, copies) instead of one process's RSS."""
+def test_a_run_of_client_worker_processes_shows_each_process_with_its_workers(
+    site: Site, context: Any, browser: Any
+) -> None:
+    """Launched from the form with the processes box ticked and 2 client workers per host: the
+    page lists each host process (host:pid, RSS, CPU) with the workers it serves (in flight,
+    copies, sent, state) instead of one process's RSS, and a phone reads it without
+    scrolling sideways."""
     page = context.new_page()
     login(page, site)
-    _launch(page, site, client_worker_processes="on", client_workers="2", duration_s="8")
-    _wait(page, "document.getElementById('hosts-body').rows.length === 2", 60)
+    run_id = _launch(
+        page,
+        site,
+        client_worker_processes="on",
+        client_workers="4",
+        client_workers_per_host="2",
+        duration_s="8",
+    )
+    _wait(page, "document.querySelectorAll('#hosts-body tr.worker-row').length === 4", 60)
     assert page.locator("#hosts").is_visible() and not page.locator("#one-process").is_visible()
-    rows = page.locator("#hosts-body tr")
+    processes = page.locator("#hosts-body tr.host-row")
+    assert processes.count() == 2
+    names = set()
     for i in range(2):
-        cells = rows.nth(i).locator("td")
+        name = processes.nth(i).locator(".host-name").inner_text()
+        assert re.fullmatch(r".+:\d+", name), name  # host:pid
+        names.add(name)
+        figs = processes.nth(i).locator(".host-figs").inner_text()
+        assert re.fullmatch(r"RSS [\d.]+ MiB · CPU [\d.]+ s · 2 client workers", figs), figs
+    assert len(names) == 2
+    workers = page.locator("#hosts-body tr.worker-row")
+    for i in range(4):
+        cells = workers.nth(i).locator("td")
         assert cells.nth(0).inner_text() == str(i)
-        assert re.fullmatch(r".+:\d+", cells.nth(1).inner_text())  # host:pid
-        assert cells.nth(2).inner_text().endswith("MiB")
-        assert cells.nth(7).inner_text() == "answering"
+        assert cells.nth(5).inner_text() == "answering"
+    # Rows in order: a process, its two workers, the next process, its two.
+    kinds = page.eval_on_selector_all("#hosts-body tr", "rows => rows.map(r => r.className)")
+    assert kinds == ["host-row", "worker-row", "worker-row"] * 2, kinds
+
+    phone = browser.new_context(
+        viewport={"width": 390, "height": 844}, storage_state=context.storage_state()
+    )
+    small = phone.new_page()
+    small.goto(site.url(f"/runs/{run_id}/"))
+    _wait(small, "document.querySelectorAll('#hosts-body tr.worker-row').length === 4", 30)
+    small.locator("#hosts").scroll_into_view_if_needed()
+    wrap = small.locator("#hosts .table-scroll")
+    assert wrap.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the table scrolls sideways"
+    phone.close()
     _wait(page, "document.getElementById('status-badge').textContent === 'succeeded'", 60)

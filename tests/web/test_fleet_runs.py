@@ -52,7 +52,7 @@ def test_a_run_with_client_worker_processes_runs_each_worker_in_a_host_process(
     last = RunSample.objects.filter(run=run).order_by("-seq").first()
     assert last is not None and len(last.data["hosts"]) == 3
     log = "\n".join(run.log_lines.values_list("message", flat=True))
-    assert "3 client-worker processes answering" in log
+    assert "3 client workers in 3 host processes answering" in log
 
 
 def test_client_worker_processes_are_refused_where_there_is_no_redis(
@@ -71,3 +71,42 @@ def test_client_worker_processes_are_refused_where_there_is_no_redis(
     assert response.status_code == 422, response.content
     assert "needs Redis" in response.content.decode()
     assert not Run.objects.filter(scenario=world.scenario, status="queued").exists()
+
+
+def test_client_workers_per_host_places_workers_in_fewer_host_tasks(
+    live_world: World, hosts_worker: str, wait_for: Callable[..., Any]
+) -> None:
+    """4 client workers, 2 per host, through the API: two `fleet.host` tasks on the hosts
+    worker, each process serving two workers (each with its own stream and heartbeat)."""
+    response = live_world.api("teammate").post(
+        "/api/v1/runs",
+        {
+            "scenario": str(live_world.scenario.uuid),
+            "endpoint": str(live_world.endpoint.uuid),
+            "overrides": {
+                "client_worker_processes": True,
+                "client_workers": 4,
+                "client_workers_per_host": 2,
+                "duration_s": 4,
+                "concurrency": 4,
+            },
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    run_id = response.json()["id"]
+
+    def final() -> Run | None:
+        run = Run.objects.get(uuid=run_id)
+        return run if run.status in ("succeeded", "failed", "cancelled") else None
+
+    run = wait_for(final, timeout_s=120, every_s=0.2)
+    assert run.status == "succeeded", run.reason
+    assert run.spec["client_workers_per_host"] == 2
+    hosts = run.summary["fleet"]["hosts"]
+    assert [h["worker"] for h in hosts] == [0, 1, 2, 3]
+    assert len({h["host"] for h in hosts}) == 2
+    assert hosts[0]["host"] == hosts[1]["host"] != hosts[2]["host"] == hosts[3]["host"]
+    assert all(h["rss_bytes"] > 0 and h["lost_at_s"] is None for h in hosts)
+    log = "\n".join(run.log_lines.values_list("message", flat=True))
+    assert "4 client workers in 2 host processes answering" in log

@@ -454,7 +454,8 @@ export class RunView {
     }
   }
 
-  // Client workers hosted as processes (runner/fleet): each as its host last reported it.
+  // Client workers hosted as processes (runner/fleet), grouped by process: a row per process
+  // (RSS and CPU are the process's, shared by the workers it serves), then one per worker.
   drawHosts(hosts) {
     const box = this.$("#hosts");
     if (!box || !hosts) return;
@@ -462,23 +463,21 @@ export class RunView {
     const one = this.$("#one-process");
     if (one) one.hidden = true;
     const body = this.$("#hosts-body");
-    if (body.rows.length !== hosts.length) {
+    const groups = hostGroups(hosts);
+    const shape = groups.map((g) => `${g.host}=${g.workers.map((h) => h.worker)}`).join(" ");
+    if (body.dataset.shape !== shape) {
+      body.dataset.shape = shape;
       body.innerHTML = "";
-      for (let i = 0; i < hosts.length; i++) {
-        const tr = body.insertRow();
-        for (let j = 0; j < 8; j++) tr.insertCell().className = j >= 2 && j <= 6 ? "num" : "";
+      for (const g of groups) {
+        addHostRow(body);
+        for (const h of g.workers) addWorkerRow(body, h.worker);
       }
     }
-    hosts.forEach((h, i) => {
-      const cells = body.rows[i].cells;
-      const lost = h.lost_at_s !== null && h.lost_at_s !== undefined;
-      const texts = [
-        String(h.worker), h.host || "—", fmtBytes(h.rss_bytes), fmt(h.cpu_s, 1), fmt(h.in_flight, 0),
-        fmt(h.copies, 0), fmtBytes(h.copy_bytes), lost ? `lost at ${fmt(h.lost_at_s, 1)} s` : "answering",
-      ];
-      texts.forEach((text, j) => { if (cells[j].textContent !== text) cells[j].textContent = text; });
-      cells[7].classList.toggle("bad", lost);
-    });
+    let row = 0;
+    for (const g of groups) {
+      showHost(body.rows[row++], g);
+      for (const h of g.workers) showWorker(body.rows[row++], h);
+    }
   }
 
   drawLeak(v) {
@@ -521,4 +520,66 @@ export class RunView {
     this.schedule();
     return fresh;
   }
+}
+
+// The snapshot's hosts (one entry per client worker, each naming its process) as processes in
+// the order of their first worker, each with its workers.
+function hostGroups(hosts) {
+  const byHost = new Map();
+  for (const h of hosts) {
+    const key = h.host || "—";
+    if (!byHost.has(key)) byHost.set(key, { host: key, workers: [] });
+    byHost.get(key).workers.push(h);
+  }
+  return [...byHost.values()];
+}
+
+function addHostRow(body) {
+  const tr = body.insertRow();
+  tr.className = "host-row";
+  const th = document.createElement("th");
+  th.colSpan = 6;
+  th.scope = "rowgroup";
+  const name = document.createElement("span");
+  name.className = "host-name";
+  const figs = document.createElement("span");
+  figs.className = "host-figs";
+  figs.append("RSS ", document.createElement("b"), " · CPU ", document.createElement("b"), " · ", document.createElement("span"));
+  th.append(name, " ", figs);
+  tr.append(th);
+}
+
+function addWorkerRow(body, worker) {
+  const tr = body.insertRow();
+  tr.className = "worker-row";
+  const swatch = document.createElement("span");
+  swatch.className = "swatch";
+  swatch.style.background = workerColor(worker);
+  tr.insertCell().append(swatch, String(worker));
+  // in flight, session copies, their bytes, sent (left out on a phone), state
+  for (const cls of ["num", "num", "num", "num opt", ""]) tr.insertCell().className = cls;
+}
+
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
+// Every worker of a process reports the process's RSS and CPU at its own beat: the latest beat
+// (CPU time only grows) gives both figures of one instant.
+function showHost(tr, group) {
+  const latest = group.workers.reduce((a, b) => ((b.cpu_s ?? -1) > (a.cpu_s ?? -1) ? b : a));
+  const [rss, cpu, count] = tr.querySelectorAll(".host-figs > *");
+  setText(tr.querySelector(".host-name"), group.host);
+  setText(rss, fmtBytes(latest.rss_bytes));
+  setText(cpu, `${fmt(latest.cpu_s, 1)} s`);
+  const n = group.workers.length;
+  setText(count, `${n} client worker${n === 1 ? "" : "s"}`);
+}
+
+function showWorker(tr, h) {
+  const cells = tr.cells;
+  const lost = h.lost_at_s !== null && h.lost_at_s !== undefined;
+  const texts = [fmt(h.in_flight, 0), fmt(h.copies, 0), fmtBytes(h.copy_bytes), fmt(h.sent, 0), lost ? `lost at ${fmt(h.lost_at_s, 1)} s` : "answering"];
+  texts.forEach((text, j) => setText(cells[j + 1], text));
+  cells[5].classList.toggle("bad", lost);
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,15 +18,17 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+from runner import SpecError, parse_spec
 from runner.affinity.emitters import AffinityConfig, AffinityKind
 from runner.client import ResponseResult
 from runner.cluster import ClusterConfig
 from runner.errors import ErrorCategory
-from runner.fleet import FleetSender, RunKeys
+from runner.fleet import FleetSender, RunKeys, host_groups
 from runner.fleet.wire import (
     CreditEntry,
     decode_credit,
@@ -76,32 +79,23 @@ def trace() -> Trace:
 
 
 class Hosts:
-    def __init__(self, run: str, workers: int) -> None:
+    """One `client-worker` process per group of `per_host` client workers."""
+
+    def __init__(self, run: str, workers: int, per_host: int = 1) -> None:
         self.procs = [
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "runner",
-                    "client-worker",
-                    "--redis",
-                    REDIS_URL,
-                    "--run",
-                    run,
-                    "--worker",
-                    str(w),
-                    "--wait-s",
-                    "60",
-                ],
+                [sys.executable, "-m", "runner", "client-worker", "--redis", REDIS_URL,
+                 "--run", run, *(f"--worker={w}" for w in group), "--wait-s", "60"],
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for w in range(workers)
-        ]
+            for group in host_groups(workers, per_host)
+        ]  # fmt: skip
 
     def reports(self) -> list[dict]:
+        """Each worker's report, as its process printed it (a JSON line per worker)."""
         out = []
         for proc in self.procs:
             try:
@@ -113,7 +107,7 @@ class Hosts:
                 _, stderr = proc.communicate()
                 pytest.fail(f"a host did not leave after its run:\n{stderr[-4000:]}")
             assert stderr == "", stderr
-            out.append(json.loads(stdout))
+            out.extend(json.loads(line) for line in stdout.splitlines())
         return out
 
     def kill(self) -> None:
@@ -144,11 +138,13 @@ def replay(
     engine: EngineConfig,
     *,
     workers: int = 0,
+    per_host: int = 1,
     traces: list[Trace] | None = None,
     replay_config: ReplayConfig | None = None,
 ):
-    """The same run in-process (`workers` 0) or with that many host processes; returns the
-    summary and, for the fleet, each host's report."""
+    """The same run in-process (`workers` 0) or with that many client workers in host
+    processes of `per_host` each; returns the summary and, for the fleet, each worker's
+    report."""
     traces = traces or [trace()]
     config = LiveConfig(
         endpoint=url,
@@ -159,7 +155,7 @@ def replay(
     if not workers:
         return asyncio.run(replay_live(traces, config)).summary, []
     run = uuid.uuid4().hex[:12]
-    hosts = Hosts(run, workers)
+    hosts = Hosts(run, workers, per_host)
     try:
 
         async def go():
@@ -192,6 +188,51 @@ def test_host_processes_give_the_routing_figures_of_the_in_process_engine(mock):
     assert sum(r["sent"] for r in reports) == fleet["requests"]
     assert all(r["stopped"] == "stop" for r in reports)
     assert sum(r["copies"] for r in reports) == 0  # every session freed where it ended
+
+
+def test_client_workers_sharing_host_processes_route_as_in_process(mock):
+    """4 client workers in 2 host processes: the in-process engine's routing figures, each
+    worker with its own stream, copies and heartbeat, the heartbeats naming 2 processes that
+    serve 2 workers each (host h serves workers 2h and 2h+1)."""
+    traces, replay_config = agent_replay()
+    engine = EngineConfig(client_workers=4, policy=Policy.SPAWN_PIN)
+    local, _ = replay(mock, engine, traces=traces, replay_config=replay_config)
+    fleet, reports = replay(
+        mock, engine, workers=4, per_host=2, traces=traces, replay_config=replay_config
+    )
+    assert {k: fleet[k] for k in ROUTING_KEYS} == {k: local[k] for k in ROUTING_KEYS}
+    assert sorted(r["worker"] for r in reports) == [0, 1, 2, 3]
+    assert sum(r["sent"] for r in reports) == fleet["requests"]
+    assert all(r["stopped"] == "stop" and r["copies"] == 0 for r in reports)
+    hosts = fleet["fleet"]["hosts"]
+    served: dict[str, list[int]] = {}
+    for beat in hosts:
+        served.setdefault(beat["host"], []).append(beat["worker"])
+    assert sorted(served.values()) == [[0, 1], [2, 3]], served
+    # One process, one RSS: its workers' beats report the same process.
+    assert all(re.fullmatch(r".+:\d+", host) for host in served)
+
+
+def test_placement_groups_workers_into_host_processes():
+    assert host_groups(8, 1) == [[w] for w in range(8)]
+    assert host_groups(8, 4) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert host_groups(5, 2) == [[0, 1], [2, 3], [4]]
+    assert host_groups(3, 8) == [[0, 1, 2]]
+
+
+def test_several_workers_per_host_need_client_worker_processes():
+    live: dict[str, Any] = {
+        "target": {"kind": "endpoint", "url": "http://127.0.0.1:9", "model": "m"},
+        "duration_s": 5,
+    }
+    with pytest.raises(SpecError) as refused:
+        parse_spec({**live, "client_workers_per_host": 2})
+    assert "client_worker_processes" in refused.value.fields["client_workers_per_host"]
+    spec = parse_spec({**live, "client_worker_processes": True, "client_workers_per_host": 2})
+    assert spec.client_workers_per_host == 2
+    assert parse_spec(live).client_workers_per_host == 1  # one process per worker by default
+    with pytest.raises(SpecError, match="client_workers_per_host"):
+        parse_spec({**live, "client_worker_processes": True, "client_workers_per_host": 0})
 
 
 def test_legacy_bounces_leave_real_stale_copies_in_the_hosts(mock):

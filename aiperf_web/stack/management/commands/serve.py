@@ -87,8 +87,9 @@ class Command(BaseCommand):
                         preexec_fn=die_with_parent,
                     )
                     if settings.AIPERF_HOST_PROCESSES > 0:
-                        # Client workers of runs with client_worker_processes, one per pool
-                        # process for a run's length (runs/fleet.py).
+                        # Client workers of runs with client_worker_processes, a group of
+                        # client_workers_per_host per pool process for a run's length
+                        # (runs/fleet.py).
                         hosts_process = subprocess.Popen(
                             worker_command(
                                 queue=settings.AIPERF_HOSTS_QUEUE,
