@@ -11,8 +11,9 @@ start (while a big synthetic workload is generated, during the preflight) ends t
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
@@ -112,10 +113,10 @@ async def run_async(
                     load_workload, spec.workload, seed=spec.seed, stop=load_stop
                 )
             unavailable = await _unless_stopped(_check_endpoint(spec, target, sink), async_stop)
+            config = _live_config(spec, target)
+            sender, hosts = await _fleet(spec, config, loaded, fleet, sink, async_stop)
         except Stopped as stopped:
             return _stopped_before_start(stopped, sink)
-        config = _live_config(spec, target)
-        sender, hosts = await _fleet(spec, config, loaded, fleet, sink)
         scraper = _metrics_scraper(target, sink)
         await scraper.start()
         try:
@@ -182,7 +183,9 @@ async def _check_endpoint(
     return unavailable
 
 
-async def _unless_stopped(work: Awaitable[_T], stop: asyncio.Event) -> _T:
+async def _unless_stopped(
+    work: Awaitable[_T], stop: asyncio.Event, where: str = "while checking the endpoint"
+) -> _T:
     """`work`'s result, or Stopped as soon as `stop` is set first, the work cancelled (a
     preflight waiting out its connect timeout must not hold a cancel)."""
     task = asyncio.ensure_future(work)
@@ -198,7 +201,7 @@ async def _unless_stopped(work: Awaitable[_T], stop: asyncio.Event) -> _T:
     await asyncio.wait({task})
     if not task.cancelled():
         task.exception()  # marked retrieved: the stop came first, whatever the check ended with
-    raise Stopped("while checking the endpoint")
+    raise Stopped(where)
 
 
 def _preflight_line(info: EndpointInfo) -> str:
@@ -274,6 +277,7 @@ async def _fleet(
     traces: Sequence[Trace],
     plan: FleetPlan | None,
     sink: Sink | None,
+    stop: asyncio.Event,
 ) -> tuple[RequestSender | None, LocalHosts | None]:
     """The client workers' hosts started and answering, when the spec wants processes."""
     if not spec.client_worker_processes:
@@ -292,14 +296,20 @@ async def _fleet(
     )
     sender = FleetSender(traces, config, redis_url=plan.redis_url, run=plan.run_key)
     hosts = None
+    start_hosts: Callable[[], None] | None = None
     if plan.start_hosts is None:
         hosts = LocalHosts(plan.redis_url, plan.run_key, groups)
     else:
-        plan.start_hosts(plan.run_key, groups)
+        start_hosts = functools.partial(plan.start_hosts, plan.run_key, groups)
+    on_wait = None if sink is None else functools.partial(sink.log, "info")
     if sink is not None:
         sink.log("info", f"waiting for {placed_as} (fleet {plan.run_key})")
     try:
-        await sender.start(timeout_s=plan.start_timeout_s)
+        await _unless_stopped(
+            sender.start(timeout_s=plan.start_timeout_s, start_hosts=start_hosts, on_wait=on_wait),
+            stop,
+            "while waiting for client-worker hosts",
+        )
     except BaseException:
         await sender.aclose()
         if hosts is not None:

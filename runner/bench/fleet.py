@@ -13,7 +13,8 @@ Figures side by side in one run (absolute times are noisy on a shared machine):
   issued (scheduler, router, request building and the Redis traffic together), beside the same
   replay in-process, where the same process also does the HTTP;
 - **requests/s** of a closed loop against the mock with 1, 2 and 4 host processes, beside the
-  in-process engine.
+  in-process engine, with the machine's cores busy meanwhile (all processes: once they are
+  all busy, more host processes only share them).
 
 Hosts are processes on this machine; the mock server runs in its own process. The workload is
 synthetic and small-bodied (short prompts and answers), so the figures are about the
@@ -53,6 +54,7 @@ class FleetBenchResult:
     cpu_ms_per_credit_fleet: float
     cpu_ms_per_credit_local: float
     req_per_s: dict[str, float]  # "in-process", "1", "2", "4" host processes
+    cores_busy: dict[str, float]  # the same keys: the machine's busy cores meanwhile
     credits_measured: int
 
     def as_dict(self) -> dict[str, Any]:
@@ -64,6 +66,7 @@ class FleetBenchResult:
                 "in-process": self.cpu_ms_per_credit_local,
             },
             "req_per_s": self.req_per_s,
+            "cores_busy": {**self.cores_busy, "of": float(os.cpu_count() or 1)},
             "credits_measured": self.credits_measured,
         }
 
@@ -153,8 +156,9 @@ async def _replay(
     hosts: int,
     echo: bool = False,
 ) -> tuple[dict[str, Any], float, FleetSender | None]:
-    """One replay; returns its summary, the orchestrator's CPU seconds during it, and the
-    sender when the client workers were host processes."""
+    """One replay; returns its summary (with the machine's busy cores meanwhile, under
+    `bench_cores_busy`), the orchestrator's CPU seconds during it, and the sender when the
+    client workers were host processes."""
     engine = EngineConfig(client_workers=max(1, hosts) if hosts else 4)
     config = LiveConfig(
         endpoint=url, model="mock-model", replay=replay, engine=engine, snapshot_interval_s=1.0
@@ -166,8 +170,10 @@ async def _replay(
         sender.record_transit = True
     try:
         cpu0 = time.process_time()
+        machine0 = _cpu_times()
         result = await replay_live([trace], config, sender=sender)
         cpu_s = time.process_time() - cpu0
+        result.summary["bench_cores_busy"] = _busy_cores(machine0, _cpu_times())
     finally:
         if procs is not None:
             _close(procs)
@@ -229,18 +235,20 @@ def bench_fleet(
             timing="closed", concurrency=concurrency, max_requests=closed_requests, seed=1
         )
         req_per_s: dict[str, float] = {}
+        cores_busy: dict[str, float] = {}
         for hosts in (0, *host_counts):
             replayed = _replay(url, closed_trace, closed, redis_url=redis_url, hosts=hosts)
             summary, _, _ = _on_fleet_loop(replayed) if hosts else asyncio.run(replayed)
-            req_per_s["in-process" if hosts == 0 else str(hosts)] = round(
-                float(summary["requests_per_s"]), 1
-            )
+            key = "in-process" if hosts == 0 else str(hosts)
+            req_per_s[key] = round(float(summary["requests_per_s"]), 1)
+            cores_busy[key] = summary["bench_cores_busy"]
     return FleetBenchResult(
         rate_per_s=rate_per_s,
         added_rtt_ms=added,
         cpu_ms_per_credit_fleet=round(1000.0 * fleet_cpu / max(1, fleet_summary["requests"]), 3),
         cpu_ms_per_credit_local=round(1000.0 * local_cpu / max(1, local_summary["requests"]), 3),
         req_per_s=req_per_s,
+        cores_busy=cores_busy,
         credits_measured=len(sender.transits_s),
     )
 
@@ -260,6 +268,24 @@ def _growth(series: list[dict[str, float]]) -> dict[str, float] | None:
         key: round((last[key] - first[key]) / minutes, 1)
         for key in ("rss_mib", "copies", "copy_mib")
     }
+
+
+def _cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine so far (Linux /proc/stat), else zeros."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [float(v) for v in stat.readline().split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _busy_cores(before: tuple[float, float], after: tuple[float, float]) -> float:
+    total = after[1] - before[1]
+    if total <= 0:
+        return 0.0
+    return round((after[0] - before[0]) / total * (os.cpu_count() or 1), 2)
 
 
 def _percentile(ordered: list[float], q: float) -> float | None:
