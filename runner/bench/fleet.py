@@ -24,6 +24,7 @@ transport, not about prompt size.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import subprocess
 import sys
@@ -171,7 +172,11 @@ async def _replay(
     try:
         cpu0 = time.process_time()
         machine0 = _cpu_times()
-        result = await replay_live([trace], config, sender=sender)
+        gc.freeze()  # as runner.run does around a replay
+        try:
+            result = await replay_live([trace], config, sender=sender)
+        finally:
+            gc.unfreeze()
         cpu_s = time.process_time() - cpu0
         result.summary["bench_cores_busy"] = _busy_cores(machine0, _cpu_times())
     finally:

@@ -67,6 +67,7 @@ async def _floor_host(redis_url: str, keys: RunKeys) -> None:
     stream = keys.credits(0)
     with contextlib.suppress(ResponseError):
         await r.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    await r.set(keys.heartbeat(0), b"{}", ex=60)  # ready: the open loop may start
     try:
         while True:
             reply = await r.xreadgroup(GROUP, "floor", {stream: ">"}, count=512, block=100)
@@ -94,6 +95,8 @@ async def floor_round_trips(
     pipelined append, results popped in batches. Returns each entry's round trip, seconds."""
     r = aioredis.from_url(redis_url)
     stream = keys.credits(0)
+    while not await r.exists(keys.heartbeat(0)):  # the host is still starting
+        await asyncio.sleep(0.05)
     trips: list[float] = []
     expected = 0
 
@@ -120,7 +123,7 @@ async def floor_round_trips(
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(popper, 10.0)
     await r.xadd(stream, {b"stop": b"1"})
-    await r.delete(keys.returns)
+    await r.delete(keys.returns, keys.heartbeat(0))
     await r.aclose()
     return trips
 

@@ -37,7 +37,7 @@ from runner.fleet.wire import (
     HEARTBEAT_TTL_S,
     CreditEntry,
     RunKeys,
-    decode_credit,
+    decode_credits,
     encode_result,
 )
 
@@ -73,6 +73,7 @@ class _State:
     sessions: dict[str, bytes] = field(default_factory=dict)
     copy_bytes: int = 0
     tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)
+    unanswered: dict[bytes, int] = field(default_factory=dict)  # stream entry -> its credits
     outbox: list[bytes] = field(default_factory=list)
     acks: list[bytes] = field(default_factory=list)
     flush_wanted: asyncio.Event = field(default_factory=asyncio.Event)
@@ -264,11 +265,13 @@ async def _serve(
         for entry_id, fields in entries:
             control = fields.get(b"c")
             if control is None:
-                entry = decode_credit(fields)
-                state.tasks[entry.id] = asyncio.create_task(
-                    _send(client, entry, entry_id, state, wall_offset)
-                )
-                report.sent += 1
+                credits = decode_credits(fields)
+                state.unanswered[entry_id] = len(credits)
+                for credit in credits:
+                    state.tasks[credit.id] = asyncio.create_task(
+                        _send(client, credit, entry_id, state, wall_offset)
+                    )
+                report.sent += len(credits)
                 continue
             state.acks.append(entry_id)
             if control == CONTROL_CANCEL:
@@ -312,7 +315,11 @@ async def _send(
                 state.copy_bytes -= len(gone)
         if results:
             state.outbox.append(encode_result(entry.id, results[0], wall_offset))
-        state.acks.append(entry_id)
+        left = state.unanswered.pop(entry_id) - 1
+        if left:
+            state.unanswered[entry_id] = left
+        else:  # the stream entry's every credit is answered
+            state.acks.append(entry_id)
         state.flush_wanted.set()
 
 

@@ -37,7 +37,7 @@ from runner.fleet.wire import (
     CreditEntry,
     RunKeys,
     decode_result,
-    encode_credit,
+    encode_credits,
 )
 from runner.replay.engine import Dispatch
 from runner.trace import Trace
@@ -68,7 +68,7 @@ class LostWorker:
     at_s: float  # orchestrator clock (perf_counter)
     in_flight: int  # credits the host had read and not answered
     unread: int  # credits still in its stream, never read
-    redelivered: int  # of the in-flight ones, entries delivered more than once
+    redelivered: int  # of the in-flight ones, credits whose entry was delivered more than once
 
 
 @dataclass(slots=True)
@@ -76,6 +76,7 @@ class _Owed:
     future: asyncio.Future[ResponseResult]
     worker: int
     sent_at: float
+    entry: bytes | None = None  # the stream entry that carried it, once appended
 
 
 @dataclass(slots=True)
@@ -130,7 +131,7 @@ class FleetSender:
         self.transits_s: list[float] = []
         self._ids = itertools.count(1)
         self._owed: dict[int, _Owed] = {}
-        self._outbox: dict[int, list[dict[bytes, bytes]]] = {}
+        self._outbox: dict[int, list[CreditEntry]] = {}
         self._cancels: dict[int, list[int]] = {}
         self._flush_wanted = asyncio.Event()
         self._lost: set[int] = set()
@@ -299,7 +300,7 @@ class FleetSender:
             body=request.encoded(),
             headers=dict(headers),
         )
-        self._outbox.setdefault(worker, []).append(encode_credit(entry))
+        self._outbox.setdefault(worker, []).append(entry)
         self.stats.credits += 1
         self._flush_wanted.set()
         try:
@@ -322,14 +323,20 @@ class FleetSender:
             outbox, self._outbox = self._outbox, {}
             cancels, self._cancels = self._cancels, {}
             pipe = self.redis.pipeline(transaction=False)
-            for worker, entries in outbox.items():
-                stream = keys.credits(worker)
-                for fields in entries:
-                    pipe.xadd(stream, fields)  # type: ignore[arg-type]
+            batches = list(outbox.values())
+            for worker, credits in outbox.items():
+                pipe.xadd(keys.credits(worker), encode_credits(credits))  # type: ignore[arg-type]
             for worker, ids in cancels.items():
                 fields = {b"c": CONTROL_CANCEL, b"ids": ",".join(map(str, ids)).encode()}
                 pipe.xadd(keys.credits(worker), fields)  # type: ignore[arg-type]
-            await pipe.execute()
+            entry_ids = await pipe.execute()
+            # Which entry carried each credit: a lost host's pending entries then say which
+            # of its credits it had read.
+            for credits, entry_id in zip(batches, entry_ids, strict=False):
+                for credit in credits:
+                    owed = self._owed.get(credit.id)
+                    if owed is not None:
+                        owed.entry = entry_id
             self.stats.flushes += 1
 
     async def _pop_loop(self) -> None:
@@ -381,14 +388,16 @@ class FleetSender:
         stream's pending entries, with their delivery counts) and what it never read."""
         self._lost.add(worker)
         stream = self.keys.credits(worker)
-        in_flight = redelivered = 0
+        deliveries: dict[bytes, int] = {}  # pending (read, not all answered) entry -> times
         with contextlib.suppress(aioredis.RedisError):
             pending = await self.redis.xpending_range(stream, GROUP, "-", "+", 100_000)
-            in_flight = len(pending)
-            redelivered = sum(1 for p in pending if int(p["times_delivered"]) > 1)
+            deliveries = {cast(bytes, p["message_id"]): int(p["times_delivered"]) for p in pending}
         now = time.perf_counter()
         owed = [(cid, o) for cid, o in self._owed.items() if o.worker == worker]
-        unread = max(0, len(owed) - in_flight)
+        read = [o for _, o in owed if o.entry is not None and o.entry in deliveries]
+        in_flight = len(read)
+        unread = len(owed) - in_flight
+        redelivered = sum(1 for o in read if deliveries[cast(bytes, o.entry)] > 1)
         detail = f"client worker {worker} stopped answering"
         for credit_id, entry in owed:
             del self._owed[credit_id]

@@ -31,9 +31,9 @@ from runner.errors import ErrorCategory
 from runner.fleet import FleetSender, RunKeys, host_groups
 from runner.fleet.wire import (
     CreditEntry,
-    decode_credit,
+    decode_credits,
     decode_result,
-    encode_credit,
+    encode_credits,
     encode_result,
 )
 from runner.mockserver import MockServerConfig, start_mock_server
@@ -352,7 +352,19 @@ def test_credits_and_results_cross_the_wire_intact():
         body=b'{"model":"m"}',
         headers={"X-Dynamo-Session-ID": "abc"},
     )
-    assert decode_credit(encode_credit(entry)) == entry
+    # A tick's credits share one stream entry, whatever their bodies hold (newlines, bytes
+    # that are not UTF-8, nothing at all) and whatever their session ids.
+    odd = CreditEntry(
+        id=8,
+        session_id="s\n2 ✓",
+        session_end=False,
+        path="/v1/completions",
+        body=b'{"p":"a\nb"}\n\x00\xff',
+        headers={},
+    )
+    empty = CreditEntry(id=9, session_id="", session_end=False, path="/", body=b"", headers={})
+    assert decode_credits(encode_credits([entry])) == [entry]
+    assert decode_credits(encode_credits([entry, odd, empty, entry])) == [entry, odd, empty, entry]
     result = ResponseResult(
         start_s=10.0,
         end_s=12.0,
