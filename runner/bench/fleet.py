@@ -7,11 +7,14 @@ Figures side by side in one run (absolute times are noisy on a shared machine):
   HTTP exchange itself (both clocks are the same machine's). Three ways, at the same rate:
   `floor`, the least a trip through Redis costs on this machine now (a bare stream read and
   push back, runner/bench/fleet_hosts.py); `transport`, the whole engine and real hosts whose
-  client answers at once (the orchestrator, hosts and Redis alone on the cores); `under load`,
-  real hosts against the mock server, whose HTTP work shares the same cores;
-- **orchestrator CPU per credit**: the orchestrating process's CPU time over the credits it
-  issued (scheduler, router, request building and the Redis traffic together), beside the same
-  replay in-process, where the same process also does the HTTP;
+  client answers at once (the orchestrator, hosts and Redis alone on the cores); and
+  `under load`, real hosts against the mock server, whose HTTP work shares the same cores, at
+  `load_rate_per_s` (a rate the machine can serve: on 2 cores the mock's streamed answers and
+  the host's HTTP alone use them up near 2k requests/s, past which the figure is queueing);
+- **orchestrator CPU per credit** at `rate_per_s`: the orchestrating process's CPU time over
+  the credits it issued (scheduler, router, request building and the Redis traffic together;
+  the orchestrator does no HTTP, so the transport run's is its figure), beside the same replay
+  in-process, where the same process also does the HTTP;
 - **requests/s** of a closed loop against the mock with 1, 2 and 4 host processes, beside the
   in-process engine, with the machine's cores busy meanwhile (all processes: once they are
   all busy, more host processes only share them).
@@ -24,6 +27,7 @@ transport, not about prompt size.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import os
 import subprocess
@@ -50,6 +54,7 @@ __all__ = ["FleetBenchResult", "bench_fleet", "bench_fleet_rss"]
 @dataclass(frozen=True, slots=True)
 class FleetBenchResult:
     rate_per_s: float
+    load_rate_per_s: float
     # "floor", "transport", "under load": {"p50", "p99"} milliseconds
     added_rtt_ms: dict[str, dict[str, float | None]]
     cpu_ms_per_credit_fleet: float
@@ -61,6 +66,7 @@ class FleetBenchResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "rate_per_s": self.rate_per_s,
+            "load_rate_per_s": self.load_rate_per_s,
             **{f"added_rtt_ms_{name}": figures for name, figures in self.added_rtt_ms.items()},
             "orchestrator_cpu_ms_per_credit": {
                 "fleet": self.cpu_ms_per_credit_fleet,
@@ -200,6 +206,7 @@ def bench_fleet(
     *,
     redis_url: str,
     rate_per_s: float = 2000.0,
+    load_rate_per_s: float = 500.0,
     rate_duration_s: float = 10.0,
     closed_requests: int = 6000,
     concurrency: int = 64,
@@ -221,14 +228,13 @@ def bench_fleet(
         )
         added: dict[str, dict[str, float | None]] = {}
         added["floor"] = _figures(_floor(redis_url, rate_per_s, rate_duration_s))
-        _, _, echoed = _on_fleet_loop(
+        fleet_summary, fleet_cpu, echoed = _on_fleet_loop(
             _replay(url, trace, rate, redis_url=redis_url, hosts=1, echo=True)
         )
         assert echoed is not None
         added["transport"] = _figures(echoed.transits_s)
-        fleet_summary, fleet_cpu, sender = _on_fleet_loop(
-            _replay(url, trace, rate, redis_url=redis_url, hosts=1)
-        )
+        load = dataclasses.replace(rate, rate_per_s=load_rate_per_s)
+        _, _, sender = _on_fleet_loop(_replay(url, trace, load, redis_url=redis_url, hosts=1))
         assert sender is not None
         added["under load"] = _figures(sender.transits_s)
         local_summary, local_cpu, _ = asyncio.run(
@@ -249,12 +255,13 @@ def bench_fleet(
             cores_busy[key] = summary["bench_cores_busy"]
     return FleetBenchResult(
         rate_per_s=rate_per_s,
+        load_rate_per_s=load_rate_per_s,
         added_rtt_ms=added,
         cpu_ms_per_credit_fleet=round(1000.0 * fleet_cpu / max(1, fleet_summary["requests"]), 3),
         cpu_ms_per_credit_local=round(1000.0 * local_cpu / max(1, local_summary["requests"]), 3),
         req_per_s=req_per_s,
         cores_busy=cores_busy,
-        credits_measured=len(sender.transits_s),
+        credits_measured=len(echoed.transits_s) + len(sender.transits_s),
     )
 
 

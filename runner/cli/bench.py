@@ -87,6 +87,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--redis", default="redis://127.0.0.1:6379/5", metavar="URL", help="Redis to use"
     )
     fleet.add_argument("--rate", type=float, default=2000.0, help="open-loop credits/s")
+    fleet.add_argument(
+        "--load-rate",
+        type=float,
+        default=500.0,
+        help="open-loop requests/s against the mock for the round trip under load",
+    )
     fleet.add_argument("--rate-duration", type=float, default=10.0, metavar="S")
     fleet.add_argument("--requests", type=int, default=6000, help="closed-loop requests")
     fleet.add_argument("--concurrency", type=int, default=64, help="closed-loop lanes")
@@ -207,6 +213,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
     result = bench_fleet(
         redis_url=args.redis,
         rate_per_s=args.rate,
+        load_rate_per_s=args.load_rate,
         rate_duration_s=args.rate_duration,
         closed_requests=args.requests,
         concurrency=args.concurrency,
