@@ -279,6 +279,32 @@ class World:
             return Client()
         return Client(HTTP_AUTHORIZATION=f"Bearer {self.tokens[persona]}")
 
+    def launch_fleet_run(self, **overrides: Any) -> str:
+        """The teammate launches team A's scenario on the mock through the API, its client
+        workers as processes (three unless `overrides` say otherwise); returns the run's id."""
+        response = self.api("teammate").post(
+            "/api/v1/runs",
+            {
+                "scenario": str(self.scenario.uuid),
+                "endpoint": str(self.endpoint.uuid),
+                "overrides": {"client_worker_processes": True, "client_workers": 3, **overrides},
+            },
+            content_type="application/json",
+        )
+        assert response.status_code == 201, response.content
+        return str(response.json()["id"])
+
+
+def final_run(run_id: str, wait_for: Callable[..., Any], timeout_s: float = 120) -> Any:
+    """The run once it has ended (succeeded, failed or cancelled)."""
+    from aiperf_web.runs.models import Run
+
+    def ended() -> Any:
+        run = Run.objects.get(uuid=run_id)
+        return run if run.status in ("succeeded", "failed", "cancelled") else None
+
+    return wait_for(ended, timeout_s=timeout_s, every_s=0.2)
+
 
 def samples_dir_with(folder: Path, *, key: str, source: Path) -> Path:
     """`folder` as an AIPERF_SAMPLES_DIR where built-in sample `key` is installed, its file a

@@ -21,33 +21,10 @@ from typing import Any
 
 from django.conf import settings
 
-from aiperf_web.runs.models import Run, RunRecord, RunSample
-from tests.web.conftest import World
+from aiperf_web.runs.models import RunRecord, RunSample
+from tests.web.conftest import World, final_run
 
-FINAL = ("succeeded", "failed", "cancelled")
 VICTIM = 1
-
-
-def _launch(world: World, **overrides: Any) -> str:
-    response = world.api("teammate").post(
-        "/api/v1/runs",
-        {
-            "scenario": str(world.scenario.uuid),
-            "endpoint": str(world.endpoint.uuid),
-            "overrides": {"client_worker_processes": True, "client_workers": 3, **overrides},
-        },
-        content_type="application/json",
-    )
-    assert response.status_code == 201, response.content
-    return str(response.json()["id"])
-
-
-def _final(run_id: str) -> Callable[[], Run | None]:
-    def final() -> Run | None:
-        run = Run.objects.get(uuid=run_id)
-        return run if run.status in FINAL else None
-
-    return final
 
 
 def _serving_hosts(run_id: str) -> list[dict[str, Any]] | None:
@@ -77,15 +54,15 @@ def test_a_host_pool_process_killed_mid_run_is_lost_and_the_run_goes_on(
     started = time.monotonic()
     # A failure threshold of 1: the mock never fails, and what the lost worker owed is the
     # loss, not the endpoint failing; it must not stop a run that is meant to go on.
-    run_id = _launch(
-        live_world, duration_s=duration_s, concurrency=6, target={"failure_threshold": 1}
+    run_id = live_world.launch_fleet_run(
+        duration_s=duration_s, concurrency=6, target={"failure_threshold": 1}
     )
     hosts = wait_for(lambda: _serving_hosts(run_id), timeout_s=60, every_s=0.1)
     pid = _pool_process_of_hosts_worker(hosts[VICTIM]["host"])
     os.kill(pid, signal.SIGKILL)
 
     # No hang: the duration, the heartbeat's 5 s expiry, the 3 s drain and margin.
-    run = wait_for(_final(run_id), timeout_s=duration_s + 30, every_s=0.2)
+    run = final_run(run_id, wait_for, timeout_s=duration_s + 30)
     assert time.monotonic() - started < duration_s + 40
     # One of three workers lost: the run went on and ran its course (PRODUCT §4.3).
     assert run.status == "succeeded", run.reason
@@ -131,8 +108,8 @@ def test_a_host_pool_process_killed_mid_run_is_lost_and_the_run_goes_on(
     assert rows[VICTIM]["host"] == hosts[VICTIM]["host"]
 
     # The hosts worker replaced its killed pool process: the next run finds three hosts.
-    again = _launch(live_world, duration_s=2, concurrency=3)
-    rerun = wait_for(_final(again), timeout_s=60, every_s=0.2)
+    again = live_world.launch_fleet_run(duration_s=2, concurrency=3)
+    rerun = final_run(again, wait_for, timeout_s=60)
     assert rerun.status == "succeeded", rerun.reason
     assert rerun.summary["fleet"]["lost"] == [] and rerun.summary["requests"] > 0
     assert pid not in {int(h["host"].rsplit(":", 1)[1]) for h in rerun.summary["fleet"]["hosts"]}

@@ -11,66 +11,42 @@ from collections.abc import Callable
 from typing import Any
 
 from aiperf_web.runs.models import Run
-from tests.web.conftest import World
-
-FINAL = ("succeeded", "failed", "cancelled")
-
-
-def _launch(world: World, **overrides: Any) -> str:
-    response = world.api("teammate").post(
-        "/api/v1/runs",
-        {
-            "scenario": str(world.scenario.uuid),
-            "endpoint": str(world.endpoint.uuid),
-            "overrides": {"client_worker_processes": True, "concurrency": 3, **overrides},
-        },
-        content_type="application/json",
-    )
-    assert response.status_code == 201, response.content
-    return str(response.json()["id"])
+from tests.web.conftest import World, final_run
 
 
 def _log(run_id: str) -> str:
     return "\n".join(Run.objects.get(uuid=run_id).log_lines.values_list("message", flat=True))
 
 
-def _final(run_id: str, wait_for: Callable[..., Any], timeout_s: float = 120) -> Run:
-    def done() -> Run | None:
-        run = Run.objects.get(uuid=run_id)
-        return run if run.status in FINAL else None
-
-    return wait_for(done, timeout_s=timeout_s, every_s=0.2)  # type: ignore[no-any-return]
-
-
 def test_a_run_waits_for_a_busy_host_pool_and_can_be_cancelled_meanwhile(
     live_world: World, hosts_worker: str, wait_for: Callable[..., Any]
 ) -> None:
-    holder = _launch(live_world, client_workers=3, duration_s=60)
+    holder = live_world.launch_fleet_run(client_workers=3, duration_s=60)
     wait_for(lambda: "answering on" in _log(holder), timeout_s=60, every_s=0.2)
-    waiting = _launch(live_world, client_workers=2, duration_s=3)
+    waiting = live_world.launch_fleet_run(client_workers=2, duration_s=3)
     wait_for(lambda: "the host pool is busy" in _log(waiting), timeout_s=30, every_s=0.2)
     assert Run.objects.get(uuid=waiting).status == "running"
 
     api = live_world.api("teammate")
     asked = time.monotonic()
     assert api.post(f"/api/v1/runs/{waiting}/cancel").status_code == 200
-    run = _final(waiting, wait_for, timeout_s=10)
+    run = final_run(waiting, wait_for, timeout_s=10)
     took = time.monotonic() - asked
     assert run.status == "cancelled" and took < 2.5, (run.status, took)
     assert "cancelled while waiting for client-worker hosts" in _log(waiting)
 
     assert api.post(f"/api/v1/runs/{holder}/cancel").status_code == 200
-    assert _final(holder, wait_for, timeout_s=15).status == "cancelled"
+    assert final_run(holder, wait_for, timeout_s=15).status == "cancelled"
 
 
 def test_two_runs_wanting_the_whole_pool_both_run_one_after_the_other(
     live_world: World, hosts_worker: str, wait_for: Callable[..., Any]
 ) -> None:
-    first = _launch(live_world, client_workers=3, duration_s=4)
+    first = live_world.launch_fleet_run(client_workers=3, duration_s=4)
     wait_for(lambda: "answering on" in _log(first), timeout_s=60, every_s=0.2)
-    second = _launch(live_world, client_workers=3, duration_s=2)
+    second = live_world.launch_fleet_run(client_workers=3, duration_s=2)
     for run_id in (first, second):
-        run = _final(run_id, wait_for)
+        run = final_run(run_id, wait_for)
         assert run.status == "succeeded", (run_id, run.reason)
         assert run.summary["requests"] > 0 and run.summary["fleet"]["lost"] == []
     # The second could not have had a host before the first's left: it waited, and said so.

@@ -8,35 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 from aiperf_web.runs.models import Run, RunSample
-from tests.web.conftest import World
+from tests.web.conftest import World, final_run
 
 
 def test_a_run_with_client_worker_processes_runs_each_worker_in_a_host_process(
     live_world: World, hosts_worker: str, wait_for: Callable[..., Any]
 ) -> None:
-    api = live_world.api("teammate")
-    response = api.post(
-        "/api/v1/runs",
-        {
-            "scenario": str(live_world.scenario.uuid),
-            "endpoint": str(live_world.endpoint.uuid),
-            "overrides": {
-                "client_worker_processes": True,
-                "client_workers": 3,
-                "duration_s": 4,
-                "concurrency": 3,
-            },
-        },
-        content_type="application/json",
-    )
-    assert response.status_code == 201, response.content
-    run_id = response.json()["id"]
-
-    def final() -> Run | None:
-        run = Run.objects.get(uuid=run_id)
-        return run if run.status in ("succeeded", "failed", "cancelled") else None
-
-    run = wait_for(final, timeout_s=120, every_s=0.2)
+    run_id = live_world.launch_fleet_run(duration_s=4, concurrency=3)
+    run = final_run(run_id, wait_for)
     assert run.status == "succeeded", run.reason
     summary = run.summary
     fleet = summary["fleet"]
@@ -78,29 +57,10 @@ def test_client_workers_per_host_places_workers_in_fewer_host_tasks(
 ) -> None:
     """4 client workers, 2 per host, through the API: two `fleet.host` tasks on the hosts
     worker, each process serving two workers (each with its own stream and heartbeat)."""
-    response = live_world.api("teammate").post(
-        "/api/v1/runs",
-        {
-            "scenario": str(live_world.scenario.uuid),
-            "endpoint": str(live_world.endpoint.uuid),
-            "overrides": {
-                "client_worker_processes": True,
-                "client_workers": 4,
-                "client_workers_per_host": 2,
-                "duration_s": 4,
-                "concurrency": 4,
-            },
-        },
-        content_type="application/json",
+    run_id = live_world.launch_fleet_run(
+        client_workers=4, client_workers_per_host=2, duration_s=4, concurrency=4
     )
-    assert response.status_code == 201, response.content
-    run_id = response.json()["id"]
-
-    def final() -> Run | None:
-        run = Run.objects.get(uuid=run_id)
-        return run if run.status in ("succeeded", "failed", "cancelled") else None
-
-    run = wait_for(final, timeout_s=120, every_s=0.2)
+    run = final_run(run_id, wait_for)
     assert run.status == "succeeded", run.reason
     assert run.spec["client_workers_per_host"] == 2
     hosts = run.summary["fleet"]["hosts"]

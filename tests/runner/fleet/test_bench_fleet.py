@@ -3,12 +3,8 @@ say: real host processes over real Redis, at a size a test can afford."""
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
-
-import pytest
-import redis
 
 from runner.bench.fleet import _bench_processes, _on_fleet_loop, _reap, _replay, small_trace
 from runner.bench.fleet_hosts import floor_round_trips
@@ -16,16 +12,7 @@ from runner.fleet import FleetSender, RunKeys
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.wallclock import LiveConfig, replay_live
-
-REDIS_URL = os.environ.get("AIPERF_FLEET_TEST_REDIS", "redis://127.0.0.1:6379/5")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _redis() -> None:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"no Redis at {REDIS_URL}: {exc}")
+from tests.runner.fleet.conftest import REDIS_URL
 
 
 def test_the_floor_times_every_entry_of_its_open_loop() -> None:

@@ -43,9 +43,9 @@ from runner.routing.router import Policy
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
 from runner.wallclock import LiveConfig, replay_live
 from tests.fixtures import CLAUDE_CODE_SUBAGENTS
+from tests.runner.fleet.conftest import REDIS_URL
 
 ROOT = Path(__file__).resolve().parents[3]
-REDIS_URL = os.environ.get("AIPERF_FLEET_TEST_REDIS", "redis://127.0.0.1:6379/5")
 ROUTING_KEYS = (
     "requests",
     "sessions",
@@ -55,14 +55,6 @@ ROUTING_KEYS = (
     "orphaned_session_copies",
     "errors",
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _redis() -> None:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"no Redis at {REDIS_URL} ({exc}): the fleet needs one")
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ Real Redis, real host processes."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import threading
 import uuid
@@ -20,16 +19,7 @@ from runner.fleet.line import LINE, FleetLine
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
 from runner.wallclock import LiveConfig
-
-REDIS_URL = os.environ.get("AIPERF_FLEET_TEST_REDIS", "redis://127.0.0.1:6379/5")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _redis() -> None:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"no Redis at {REDIS_URL}: {exc}")
+from tests.runner.fleet.conftest import REDIS_URL
 
 
 def _alive(client: redis.Redis, run: str) -> None:
