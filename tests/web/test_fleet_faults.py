@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from django.conf import settings
 
 from aiperf_web.runs.models import RunRecord, RunSample
@@ -73,7 +74,10 @@ def test_a_host_pool_process_killed_mid_run_is_lost_and_the_run_goes_on(
     assert lost["worker"] == VICTIM and 0 < lost["at_s"] < duration_s
     fleet = summary["fleet"]
     (settled,) = fleet["lost"]
-    assert settled["worker"] == VICTIM and settled["at_s"] == lost["at_s"]
+    # The sender and the driver each read the clock as they hear of the loss, microseconds
+    # apart: rounded to the millisecond they may differ by one.
+    same_time = pytest.approx(lost["at_s"], abs=0.002)
+    assert settled["worker"] == VICTIM and settled["at_s"] == same_time
     owed = settled["in_flight"] + settled["unread"]
     # Its sessions' next turns went into its stream during the 5 s nobody read it.
     assert owed > 0
@@ -103,7 +107,7 @@ def test_a_host_pool_process_killed_mid_run_is_lost_and_the_run_goes_on(
     last = RunSample.objects.filter(run=run).order_by("-seq").first()
     assert last is not None
     rows = {h["worker"]: h for h in last.data["hosts"]}
-    assert rows[VICTIM]["lost_at_s"] == lost["at_s"]
+    assert rows[VICTIM]["lost_at_s"] == same_time
     assert rows[0]["lost_at_s"] is None and rows[2]["lost_at_s"] is None
     assert rows[VICTIM]["host"] == hosts[VICTIM]["host"]
 
