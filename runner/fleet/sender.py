@@ -86,6 +86,7 @@ class FleetStats:
     pops: int = 0
     results: int = 0
     late_results: int = 0  # answers for credits already settled (cancelled, lost)
+    cancelled: int = 0  # credits the orchestrator cancelled before their answer came
     lost: list[LostWorker] = field(default_factory=list)
 
 
@@ -120,7 +121,7 @@ class FleetSender:
         self.redis = aioredis.from_url(
             redis_url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=5
         )
-        self.on_worker_lost: Callable[[int], None] | None = None
+        self.on_worker_lost: Callable[[int, float], None] | None = None
         self.stats = FleetStats()
         self.heartbeats: dict[int, dict[str, Any]] = {}
         self._last_beats: dict[int, dict[str, Any]] = {}
@@ -306,7 +307,11 @@ class FleetSender:
         try:
             result = await future
         except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                on_result(future.result())  # answered just before the cancel landed: kept
+                raise
             if self._owed.pop(credit_id, None) is not None:
+                self.stats.cancelled += 1
                 self._cancels.setdefault(worker, []).append(credit_id)
                 self._flush_wanted.set()
             on_result(_failed(sent_at, ErrorCategory.CANCELLED, "cancelled by the caller"))
@@ -408,7 +413,7 @@ class FleetSender:
         self._outbox.pop(worker, None)
         self.stats.lost.append(LostWorker(worker, now, in_flight, unread, redelivered))
         if self.on_worker_lost is not None:
-            self.on_worker_lost(worker)
+            self.on_worker_lost(worker, now)
 
     def lost_workers(self) -> list[LostWorker]:
         return list(self.stats.lost)
@@ -443,6 +448,7 @@ class FleetSender:
             "credits": stats.credits,
             "results": stats.results,
             "late_results": stats.late_results,
+            "cancelled": stats.cancelled,
             "lost": [
                 {
                     "worker": entry.worker,

@@ -140,11 +140,11 @@ class _LiveRun:
         self.drain_deadline: float | None = None  # when in-flight requests get cancelled
         self.workers_lost: list[dict[str, float]] = []  # {"worker", "at_s"}, in order
 
-    def lose_worker(self, worker: int) -> None:
-        """A client worker's host stopped answering (its owed requests were answered
-        `worker_lost` by the sender): the engine drops it, its sessions fail or migrate. The
-        run's log says which worker, when, and what became of what it owed."""
-        at_s = round(self.now(), 3)
+    def lose_worker(self, worker: int, at: float) -> None:
+        """A client worker's host stopped answering at `at` (perf_counter; its owed requests
+        were answered `worker_lost` by the sender): the engine drops it, its sessions fail or
+        migrate. The run's log says which worker, when, and what became of what it owed."""
+        at_s = round(at - self.t0, 3)  # the sender's own reading: the summary says one time
         self.workers_lost.append({"worker": worker, "at_s": at_s})
         last = len(self.workers_lost) >= self.config.engine.client_workers
         if last:

@@ -32,11 +32,12 @@ class RequestSender(Protocol):
 @runtime_checkable
 class RemoteWorkers(Protocol):
     """A sender whose client workers are processes elsewhere (runner/fleet). They can be lost:
-    the driver sets `on_worker_lost` so the engine hears of each loss (its sessions fail or
-    migrate). They report themselves: `host_view` goes in every snapshot, `summary` in the
-    run's summary (run times measured from `t0` on the perf_counter clock)."""
+    the driver sets `on_worker_lost` so the engine hears of each loss, with the time the
+    sender settled it (its sessions fail or migrate). They report themselves: `host_view`
+    goes in every snapshot, `summary` in the run's summary (run times measured from `t0` on
+    the perf_counter clock)."""
 
-    on_worker_lost: Callable[[int], None] | None
+    on_worker_lost: Callable[[int, float], None] | None
 
     def host_view(self, t0: float) -> list[dict[str, Any]]: ...
 

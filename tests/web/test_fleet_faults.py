@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from django.conf import settings
 
 from aiperf_web.runs.models import RunRecord, RunSample
@@ -74,10 +73,7 @@ def test_a_host_pool_process_killed_mid_run_is_lost_and_the_run_goes_on(
     assert lost["worker"] == VICTIM and 0 < lost["at_s"] < duration_s
     fleet = summary["fleet"]
     (settled,) = fleet["lost"]
-    # The sender and the driver each read the clock as they hear of the loss, microseconds
-    # apart: rounded to the millisecond they may differ by one.
-    same_time = pytest.approx(lost["at_s"], abs=0.002)
-    assert settled["worker"] == VICTIM and settled["at_s"] == same_time
+    assert settled["worker"] == VICTIM and settled["at_s"] == lost["at_s"]  # one reading
     owed = settled["in_flight"] + settled["unread"]
     # Its sessions' next turns went into its stream during the 5 s nobody read it.
     assert owed > 0
@@ -91,7 +87,8 @@ def test_a_host_pool_process_killed_mid_run_is_lost_and_the_run_goes_on(
     assert set(by_error) <= {None, "worker_lost", "cancelled"}, by_error
     # Every credit sent has one outcome: a host's answer, settled as lost, or cancelled at the
     # drain; none is sent twice (a re-send would be a second credit for the same turn).
-    assert fleet["credits"] == fleet["results"] + owed + by_error["cancelled"]
+    assert fleet["credits"] == fleet["results"] + owed + fleet["cancelled"]
+    assert by_error["cancelled"] == fleet["cancelled"]  # no answered request also cancelled
     turns = Counter((r["session_id"], r["turn_index"]) for r in records)
     assert max(turns.values()) == 1
     # The other workers keep serving after the loss; the lost one serves nothing more.
@@ -107,7 +104,7 @@ def test_a_host_pool_process_killed_mid_run_is_lost_and_the_run_goes_on(
     last = RunSample.objects.filter(run=run).order_by("-seq").first()
     assert last is not None
     rows = {h["worker"]: h for h in last.data["hosts"]}
-    assert rows[VICTIM]["lost_at_s"] == same_time
+    assert rows[VICTIM]["lost_at_s"] == lost["at_s"]
     assert rows[0]["lost_at_s"] is None and rows[2]["lost_at_s"] is None
     assert rows[VICTIM]["host"] == hosts[VICTIM]["host"]
 
