@@ -573,7 +573,10 @@ function showHost(tr, group) {
   setText(rss, fmtBytes(latest.rss_bytes));
   setText(cpu, `${fmt(latest.cpu_s, 1)} s`);
   const n = group.workers.length;
-  setText(count, `${n} client worker${n === 1 ? "" : "s"}`);
+  // A process whose every worker is lost stopped reporting: its figures are its last word.
+  const gone = group.workers.every((h) => h.lost_at_s !== null && h.lost_at_s !== undefined);
+  setText(count, `${n} client worker${n === 1 ? "" : "s"}${gone ? " · lost, last report" : ""}`);
+  tr.classList.toggle("host-lost", gone);
 }
 
 function showWorker(tr, h) {
