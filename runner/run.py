@@ -190,9 +190,7 @@ async def _check_endpoint(
     return unavailable
 
 
-async def _unless_stopped(
-    work: Awaitable[_T], stop: asyncio.Event, where: str = "while checking the endpoint"
-) -> _T:
+async def _unless_stopped(work: Awaitable[_T], stop: asyncio.Event) -> _T:
     """`work`'s result, or Stopped as soon as `stop` is set first, the work cancelled (a
     preflight waiting out its connect timeout must not hold a cancel)."""
     task = asyncio.ensure_future(work)
@@ -208,7 +206,7 @@ async def _unless_stopped(
     await asyncio.wait({task})
     if not task.cancelled():
         task.exception()  # marked retrieved: the stop came first, whatever the check ended with
-    raise Stopped(where)
+    raise Stopped("while checking the endpoint")
 
 
 def _preflight_line(info: EndpointInfo) -> str:
@@ -312,10 +310,8 @@ async def _fleet(
     if sink is not None:
         sink.log("info", f"waiting for {placed_as} (fleet {plan.run_key})")
     try:
-        await _unless_stopped(
-            sender.start(timeout_s=plan.start_timeout_s, start_hosts=start_hosts, on_wait=on_wait),
-            stop,
-            "while waiting for client-worker hosts",
+        await sender.start(
+            timeout_s=plan.start_timeout_s, start_hosts=start_hosts, on_wait=on_wait, stop=stop
         )
     except BaseException:
         await sender.aclose()

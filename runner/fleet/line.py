@@ -13,15 +13,17 @@ whose run's `alive` key is gone (it expires a minute after its orchestrator's la
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 import redis.asyncio as aioredis
 
+from runner.errors import Stopped
 from runner.fleet.wire import RunKeys
 
-__all__ = ["LINE", "FleetLine", "busy_hosts"]
+__all__ = ["LINE", "FleetLine", "busy_hosts", "pause"]
 
 LINE: Final = "aiperf:fleet:line"  # run keys waiting to start their hosts, first in line first
 _LOOK_S = 0.2  # how often a run in line looks whether its turn came
@@ -39,8 +41,10 @@ class FleetLine:
         self,
         keep_alive: Callable[[], Awaitable[None]],
         on_wait: Callable[[str], None] | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
-        """Join the line and return when this run is first in it."""
+        """Join the line and return when this run is first in it; raise Stopped when `stop`
+        is set first."""
         await self.redis.rpush(LINE, self.me)
         next_word = next_alive = time.monotonic()
         while True:
@@ -59,7 +63,7 @@ class FleetLine:
             if on_wait is not None and now >= next_word:
                 on_wait(f"waiting for its turn at the host pool: {len(ahead)} run(s) ahead")
                 next_word = now + _WORD_EVERY_S
-            await asyncio.sleep(_LOOK_S)
+            await pause(_LOOK_S, stop)
 
     async def _drop_dead(self, ahead: list[str]) -> None:
         alive = await self.redis.exists(*[RunKeys(run).prefix + "alive" for run in ahead])
@@ -75,6 +79,19 @@ class FleetLine:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+async def pause(seconds: float, stop: asyncio.Event | None) -> None:
+    """Sleep, or raise Stopped as soon as `stop` is set. Waits are left this way, between
+    Redis commands: cancelling redis-py's asyncio client mid-command can leave its connection
+    waiting forever (a cancelled run then hung while it waited for hosts)."""
+    if stop is None:
+        await asyncio.sleep(seconds)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    if stop.is_set():
+        raise Stopped("while waiting for client-worker hosts")
 
 
 async def busy_hosts(redis: aioredis.Redis, keys: RunKeys) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from redis.exceptions import ResponseError
 from runner.client import ResponseResult
 from runner.errors import ErrorCategory
 from runner.fleet.host import write_host_config
-from runner.fleet.line import FleetLine, busy_hosts
+from runner.fleet.line import FleetLine, busy_hosts, pause
 from runner.fleet.plan import FleetError
 from runner.fleet.wire import (
     CONTROL_CANCEL,
@@ -149,6 +149,7 @@ class FleetSender:
         timeout_s: float = 60.0,
         start_hosts: Callable[[], None] | None = None,
         on_wait: Callable[[str], None] | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
         """Open the run's keys and wait for every host's first heartbeat.
 
@@ -158,17 +159,18 @@ class FleetSender:
         part of what they need would wait for each other forever), and waits while other
         runs' hosts keep the pool busy; `timeout_s` counts only while none do. Without it,
         the caller starts the hosts (they may come before or after this call) and `timeout_s`
-        counts from now. `on_wait` hears what the run waits for, now and then."""
+        counts from now. `on_wait` hears what the run waits for, now and then; `stop`, once set,
+        ends the waiting with Stopped (checked between Redis commands, never cancelling one)."""
         try:
             await self._open()
             if start_hosts is None:
-                await self._wait_for_hosts(timeout_s, on_wait, pool=False)
+                await self._wait_for_hosts(timeout_s, on_wait, stop, pool=False)
             else:
                 line = FleetLine(self.redis, self.keys)
                 try:
-                    await line.wait_turn(self._keep_alive, on_wait)
+                    await line.wait_turn(self._keep_alive, on_wait, stop)
                     start_hosts()
-                    await self._wait_for_hosts(timeout_s, on_wait, pool=True)
+                    await self._wait_for_hosts(timeout_s, on_wait, stop, pool=True)
                 finally:
                     await line.leave()
         except (OSError, ConnectionError, aioredis.RedisError) as exc:
@@ -210,7 +212,12 @@ class FleetSender:
         await pipe.execute()
 
     async def _wait_for_hosts(
-        self, timeout_s: float, on_wait: Callable[[str], None] | None, *, pool: bool
+        self,
+        timeout_s: float,
+        on_wait: Callable[[str], None] | None,
+        stop: asyncio.Event | None,
+        *,
+        pool: bool,
     ) -> None:
         deadline = time.monotonic() + timeout_s
         next_look = next_word = time.monotonic()
@@ -242,7 +249,7 @@ class FleetSender:
                     f"({len(beats)} of {self.workers} answered): start more host processes "
                     "or lower the run's client workers"
                 )
-            await asyncio.sleep(0.05)
+            await pause(0.05, stop)
 
     async def _resilient(self, loop: Callable[[], Awaitable[None]]) -> None:
         """Run one of the sender's loops through Redis blips; when Redis stays unreachable

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from runner.bench.fleet import _bench_processes, _on_fleet_loop, _reap, small_trace
+from runner.errors import Stopped
 from runner.fleet import FleetError, FleetSender, RunKeys
 from runner.fleet.line import LINE, FleetLine
 from runner.replay.engine import EngineConfig
@@ -119,3 +120,29 @@ def test_a_run_waits_for_hosts_while_the_pool_serves_other_runs_and_not_otherwis
             proc.kill()
         _reap(procs)
     assert client.lrange(LINE, 0, -1) == []  # each left the line, started or not
+
+
+def test_a_stop_ends_the_wait_for_hosts_between_redis_commands() -> None:
+    # Cancelling the wait mid-command could leave redis-py's connection hanging (a cancelled
+    # run that waited for a busy pool did not end); the stop is looked at between commands.
+    client = redis.Redis.from_url(REDIS_URL)
+    other = RunKeys(uuid.uuid4().hex[:12])
+    client.set(other.heartbeat(0), b"{}", ex=30)  # the pool is busy: no timeout would end it
+    sender = _sender(uuid.uuid4().hex[:12])
+
+    async def wait_then_stop() -> float:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.5, stop.set)
+        started = asyncio.get_running_loop().time()
+        try:
+            with pytest.raises(Stopped, match="waiting for client-worker hosts"):
+                await sender.start(timeout_s=1.0, start_hosts=lambda: None, stop=stop)
+            return asyncio.get_running_loop().time() - started
+        finally:
+            await sender.aclose()
+
+    try:
+        assert _on_fleet_loop(wait_then_stop()) < 3.0
+    finally:
+        client.delete(other.heartbeat(0))
+    assert client.lrange(LINE, 0, -1) == []
