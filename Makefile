@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run demo test lint typecheck unit web-embedded bench clean dynamo
+.PHONY: run demo test lint typecheck unit web-embedded bench clean dynamo services
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,10 +41,13 @@ unit: $(STAMP)
 # When the run above used PostgreSQL + Redis, the web tests whose behaviour depends on the shape
 # run again on the embedded default: those marked embedded_shape, which tests/web/conftest.py
 # gives every web test that uses the database unless it is marked shape_independent.
+# AIPERF_TEST_PASS=embedded: this pass leaves the production shape out on purpose, so what
+# needs it skips here even under CI (tests/infra.py).
 web-embedded: $(STAMP)
 	@if [ -n "$$DATABASE_URL$$REDIS_URL" ]; then \
 		echo "web tests on the embedded default (SQLite, in-process worker, in-memory broker)"; \
-		env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest tests/web -m embedded_shape; \
+		env -u DATABASE_URL -u REDIS_URL AIPERF_TEST_PASS=embedded \
+			$(PY) -m pytest tests/web -m embedded_shape; \
 	fi
 
 # Benchmarks print figures; they are never pass/fail timing checks.
@@ -63,6 +66,12 @@ bench-live: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The production shape's services on this machine: PostgreSQL and Redis on loopback, installed
+# from Debian's packages when absent and started without systemd (scripts/services.sh; then
+# `eval "$(scripts/services.sh env)"` sets DATABASE_URL and REDIS_URL for make run / make test).
+services:
+	bash scripts/services.sh up
 
 # A real NVIDIA Dynamo 1.6.1 on CPU, offline: a frontend (KV router, header session affinity)
 # and two mocker workers on http://127.0.0.1:8088 (knobs: scripts/dynamo-cpu.sh; stop with

@@ -4,8 +4,8 @@ database, Redis as broker and channel layer, and the separate `celery -A aiperf_
 runs` process that serve starts; the built-in mock over real sockets as the endpoint.
 
 They run when DATABASE_URL and REDIS_URL are set (as .ci/run does) and are skipped, saying
-why, on the embedded default. A failing test leaves a full-page screenshot in
-tests/browser/artifacts/ (or $AIPERF_BROWSER_ARTIFACTS).
+why, on the embedded default (under CI they fail instead: tests/infra.py). A failing test
+leaves a full-page screenshot in tests/browser/artifacts/ (or $AIPERF_BROWSER_ARTIFACTS).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from tests.infra import needs
 from tests.web.conftest import ROOT, _test_database_url
 from tests.web.conftest import mock_url as mock_url  # the session fixture, shared
 
@@ -45,13 +46,14 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     items.sort(key=lambda item: "tests/browser" in str(item.fspath))
     if settings.DATABASE_URL and settings.REDIS_URL:
         return
-    skip = pytest.mark.skip(
-        reason="browser tests run on the production configuration (set DATABASE_URL and "
-        "REDIS_URL, as .ci/run does)"
+    missing = needs(
+        True,
+        "browser tests run on the production configuration (set DATABASE_URL and REDIS_URL, "
+        "as .ci/run does)",
     )
     for item in items:
         if "tests/browser" in str(item.fspath):
-            item.add_marker(skip)
+            item.add_marker(missing)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -22,6 +22,7 @@ from runner.cluster import ClusterConfig
 from runner.mockserver import MockServerConfig, start_mock_server
 from tests.dynamo import cluster
 from tests.dynamo.cluster import DynamoCluster
+from tests.infra import unavailable
 
 pytestmark = pytest.mark.dynamo
 
@@ -158,7 +159,7 @@ def test_the_run_scrapes_the_frontends_metrics(header_runs: HeaderRuns) -> None:
 
 def test_header_affinity_off_stops_a_header_run_with_the_flag_to_set(tmp_path: Path) -> None:
     if cluster.not_installed() is not None:
-        pytest.skip("real Dynamo not installed: run scripts/dynamo-cpu.sh install")
+        unavailable("real Dynamo not installed: run scripts/dynamo-cpu.sh install")
     off = cluster.start(tmp_path / "no-ttl", affinity_ttl=None)
     try:
         with pytest.raises(BadInput, match="--router-session-affinity-ttl-secs"):

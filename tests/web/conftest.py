@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -25,6 +26,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from tests.fixtures import DAG_SPAWN
+from tests.infra import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB_TESTS = Path(__file__).resolve().parent
@@ -57,9 +59,13 @@ def mock_url() -> Iterator[str]:
 
 
 def _test_database_url() -> str:
+    """The test database as a URL for the processes a test starts (password included)."""
     db = settings.DATABASES["default"]
     host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
-    return f"postgresql://{db.get('USER') or ''}@{host}:{port}/{db['NAME']}"
+    user = quote(str(db.get("USER") or ""), safe="")
+    if db.get("PASSWORD"):
+        user += ":" + quote(str(db["PASSWORD"]), safe="")
+    return f"postgresql://{user}@{host}:{port}/{db['NAME']}"
 
 
 @pytest.fixture(scope="session")
@@ -89,8 +95,6 @@ def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
         "AIPERF_RUNS_QUEUE": queue,
         "AIPERF_HOSTS_QUEUE": settings.AIPERF_HOSTS_QUEUE,
     }
-    if settings.DATABASES["default"].get("PASSWORD"):
-        pytest.skip("a password-protected test database: give the worker its URL")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -139,7 +143,7 @@ def hosts_worker(run_worker: str) -> Iterator[str]:
     """Three host pool processes (a `celery worker -Q <hosts queue>`) for runs whose client
     workers are processes (tests/web/test_fleet_*.py); yields the queue."""
     if settings.EMBEDDED:
-        pytest.skip("client workers as processes need Redis (the embedded default has none)")
+        unavailable("client workers as processes need Redis (the embedded default has none)")
     from aiperf_web.celery import app
 
     queue = settings.AIPERF_HOSTS_QUEUE

@@ -24,11 +24,12 @@ from django.conf import settings
 from aiperf_web.celery import app
 from aiperf_web.runs import services
 from aiperf_web.runs.models import Run, Status
+from tests.infra import needs, unavailable
 from tests.web.conftest import ROOT, World, _test_database_url
 
-production_only = pytest.mark.skipif(
+production_only = needs(
     not (settings.DATABASE_URL and settings.REDIS_URL),
-    reason="a lost broker needs the production configuration (set DATABASE_URL and REDIS_URL)",
+    "a lost broker needs the production configuration (set DATABASE_URL and REDIS_URL)",
 )
 
 
@@ -59,7 +60,7 @@ def own_redis_db(settings: Any) -> Iterator[str]:
                 break
             shared.delete(lock)
     else:
-        pytest.skip("no free Redis database number for this test")
+        unavailable("no free Redis database number for this test")
     url = f"{base}/{number}"
     settings.AIPERF_RUNS_QUEUE = f"runs-broker-loss-{os.getpid()}"
     original = app.conf.broker_url
@@ -73,8 +74,6 @@ def own_redis_db(settings: Any) -> Iterator[str]:
 
 
 def _start_worker(*, broker_url: str, queue: str) -> subprocess.Popen[bytes]:
-    if settings.DATABASES["default"].get("PASSWORD"):
-        pytest.skip("a password-protected test database: give the worker its URL")
     env = {
         **os.environ,
         "DATABASE_URL": _test_database_url(),

@@ -23,10 +23,11 @@ from aiperf_web.runs import services
 from aiperf_web.runs import worker as runs_worker
 from aiperf_web.runs.models import Run, Status
 from aiperf_web.runs.sink import RunSink
+from tests.infra import needs
 from tests.web.conftest import World, _test_database_url
 
-postgres_only = pytest.mark.skipif(
-    not settings.DATABASE_URL, reason="terminating backends needs PostgreSQL (DATABASE_URL)"
+postgres_only = needs(
+    not settings.DATABASE_URL, "terminating backends needs PostgreSQL (DATABASE_URL)"
 )
 
 

@@ -26,15 +26,16 @@ from aiperf_web.ops.metrics import metrics_text
 from aiperf_web.ops.viewers import viewer_join
 from aiperf_web.teams.services import api_token_create, team_create
 from runner.servermetrics.exposition import Exposition, parse_exposition
+from tests.infra import needs
 from tests.web.conftest import World, _test_database_url
 
 # What the whole service (web process with its reaper thread, worker parent, worker children)
 # may hold on the database after, and during, a burst of 16 concurrent clients.
 MAX_HELD = 12
 APP_NAME = f"aiperf-ops-test-{os.getpid()}"
-production_only = pytest.mark.skipif(
+production_only = needs(
     not (settings.DATABASE_URL and settings.REDIS_URL),
-    reason="the production shape (DATABASE_URL and REDIS_URL set, as .ci/run does)",
+    "the production shape (DATABASE_URL and REDIS_URL set, as .ci/run does)",
 )
 
 

@@ -14,6 +14,7 @@ from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.services import endpoint_test_connection
 from aiperf_web.stack import dynamo as real
 from aiperf_web.stack.demo import REAL_DYNAMO_ENDPOINT, demo_bootstrap, real_dynamo_bootstrap
+from tests.infra import unavailable
 
 
 def _no_subprocess(*args: Any, **kwargs: Any) -> Any:
@@ -50,7 +51,7 @@ def test_the_real_dynamo_starts_and_becomes_a_builtin_dynamo_endpoint_with_heade
 ) -> None:
     missing = real.real_dynamo_missing()
     if missing is not None:
-        pytest.skip(missing)
+        unavailable(missing)
     demo_bootstrap(mock_url=mock_url)
     dynamo = real.RealDynamo(run_dir=tmp_path / "dynamo-run")
     try:

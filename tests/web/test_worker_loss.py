@@ -28,11 +28,12 @@ from aiperf_web.runs import services
 from aiperf_web.runs import worker as runs_worker
 from aiperf_web.runs.models import Run, RunRecord, RunSample, Status
 from aiperf_web.runs.worker import StaleRunReaper
+from tests.infra import needs
 from tests.web.conftest import ROOT, World, _test_database_url
 
-production_only = pytest.mark.skipif(
+production_only = needs(
     not (settings.DATABASE_URL and settings.REDIS_URL),
-    reason="a killed worker process needs the production configuration (set DATABASE_URL "
+    "a killed worker process needs the production configuration (set DATABASE_URL "
     "and REDIS_URL, as .ci/run does); the embedded worker is a thread of this process",
 )
 
@@ -63,8 +64,6 @@ def own_worker(settings: Any, transactional_db: Any) -> Iterator[subprocess.Pope
     settings.AIPERF_RUNS_QUEUE = queue
     broker = redis.Redis.from_url(settings.REDIS_URL)
     broker.delete(queue)
-    if settings.DATABASES["default"].get("PASSWORD"):
-        pytest.skip("a password-protected test database: give the worker its URL")
     env = {**os.environ, "DATABASE_URL": _test_database_url(), "AIPERF_RUNS_QUEUE": queue}
     proc = subprocess.Popen(
         [
