@@ -61,7 +61,7 @@ redis_answers() {
 
 wait_for() {  # wait_for WHAT CHECK...
   local what="$1"; shift
-  for _ in $(seq 1 "$((TIMEOUT * 5))"); do "$@" && return 0; sleep 0.2; done
+  for _ in $(seq 1 "$((TIMEOUT * 5))"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
   return 1
 }
 
@@ -87,9 +87,14 @@ postgres_up() {
   cluster=$(pg_cluster)
   if [ -z "$cluster" ]; then
     version=$(pg_version) || die "no PostgreSQL server binaries under /usr/lib/postgresql"
-    say "creating PostgreSQL $version cluster 'main' on port $PG_PORT"
-    as_root pg_createcluster "$version" main --port "$PG_PORT" >/dev/null \
-      || die "pg_createcluster $version main failed"
+    # Debian's own cluster is `main`; one for another port, beside it, is named after the port.
+    name=main
+    if pg_lsclusters -h 2>/dev/null | awk -v v="$version" '$1 == v && $2 == "main"' | grep -q .; then
+      name="port$PG_PORT"
+    fi
+    say "creating PostgreSQL $version cluster '$name' on port $PG_PORT"
+    as_root pg_createcluster "$version" "$name" --port "$PG_PORT" >/dev/null \
+      || die "pg_createcluster $version $name --port $PG_PORT failed"
     cluster=$(pg_cluster)
     [ -n "$cluster" ] || die "pg_createcluster made no cluster on port $PG_PORT"
   fi
