@@ -323,6 +323,16 @@ AIPERF_STALE_RUN_S = env_int("AIPERF_STALE_RUN_S", 30)
 # once (a worker passes over a team at its cap and claims another team's run instead).
 AIPERF_TEAM_MAX_QUEUED = env_int("AIPERF_TEAM_MAX_QUEUED", 20)
 AIPERF_TEAM_MAX_RUNNING = env_int("AIPERF_TEAM_MAX_RUNNING", 4)
+# The limits of a finished run's own checks (runs/verdict.py), with or without a baseline.
+# Errors over the requests that ran their course: above 1 in 100 the latency figures describe
+# the requests that survived, and a gate should stop there.
+AIPERF_VERDICT_MAX_ERROR_PCT = env_float("AIPERF_VERDICT_MAX_ERROR_PCT", 1.0)
+# Requests the stop cut (in flight when it came; not errors): a duration's drain grace leaves
+# a few; past 1 in 10 the figures leave out the requests that ran longest.
+AIPERF_VERDICT_MAX_CUT_PCT = env_float("AIPERF_VERDICT_MAX_CUT_PCT", 10.0)
+# Where the spec sets SLOs, the share of finished requests that must meet them all: 9 in 10,
+# the p90 attainment SLOs are usually stated at.
+AIPERF_VERDICT_MIN_GOOD_PCT = env_float("AIPERF_VERDICT_MIN_GOOD_PCT", 90.0)
 # When set, /metrics answers only `Authorization: Bearer <this>` (a scraper's credentials).
 AIPERF_METRICS_TOKEN = env_str("AIPERF_METRICS_TOKEN")
 # Login throttle (core/login.py): this many wrong passwords for one username, or from one

@@ -32,6 +32,7 @@ from aiperf_web.live.charts import SLIM_FIELDS, SlimTree
 from aiperf_web.live.leaks import LeakPoint, leak_flag, leak_point
 from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunLog, RunSample
 from aiperf_web.runs.publisher import LogLine, RunState, log_line, run_state
+from aiperf_web.runs.verdict import runs_verdicts
 from aiperf_web.teams.models import Membership
 from aiperf_web.teams.selectors import AnyUser, team_ids_for, team_list_for_user
 
@@ -205,8 +206,9 @@ def runs_live_rows(*, user: AnyUser) -> list[dict[str, Any]]:
             )
         )
     )
+    runs = list(qs)[:100]
     rows = []
-    for r in list(qs)[:100]:
+    for r, verdict in zip(runs, runs_verdicts(runs), strict=True):
         latest = (
             RunSample.objects.filter(run_id=r.pk)
             .order_by("-seq")
@@ -222,7 +224,7 @@ def runs_live_rows(*, user: AnyUser) -> list[dict[str, Any]]:
         )
         progress, eta_s, requests, errors, cut_by_stop, orphaned = latest or (None,) * 6
         drain = (r.summary or {}).get("drain") if r.status in FINAL else None
-        verdict = drain.get("verdict") if isinstance(drain, dict) else None
+        drain_verdict = drain.get("verdict") if isinstance(drain, dict) else None
         if r.status in FINAL and r.summary:
             requests = r.summary.get("requests", requests)
             errors = r.summary.get("errors", errors)
@@ -240,7 +242,10 @@ def runs_live_rows(*, user: AnyUser) -> list[dict[str, Any]]:
                 "errors": errors,
                 "cut_by_stop": cut_by_stop,  # not errors: in flight when the run stopped
                 "orphaned": orphaned,
-                "leak": leak_flag(orphaned=orphaned, drain_verdict=verdict),
+                "leak": leak_flag(orphaned=orphaned, drain_verdict=drain_verdict),
+                # The ended run's verdict, for the list's badge (none while it goes).
+                "verdict": None if verdict["verdict"] == "pending" else verdict["verdict"],
+                "verdict_message": verdict["message"],
                 "url": reverse("runs:detail", args=[r.uuid]),
             }
         )

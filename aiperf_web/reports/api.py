@@ -1,6 +1,7 @@
 """The reports part of the JSON API (mounted on /api/v1/ by aiperf_web.api.site): compare, the
-regression verdict against a baseline (what a CI job gates on), the leak monitor, paired A/B
-launches. Same bearer tokens, same error bodies as the rest of the API."""
+verdict (what a CI job gates on: the run's own checks, and its figures against a baseline), the
+leak monitor, paired A/B launches. Same bearer tokens, same error bodies as the rest of the
+API."""
 
 from __future__ import annotations
 
@@ -15,34 +16,11 @@ from aiperf_web.live.leaks import leak_assess
 from aiperf_web.live.selectors import run_leak_points
 from aiperf_web.reports import selectors, services
 from aiperf_web.runs import selectors as run_sel
+from aiperf_web.runs import verdict
+from aiperf_web.runs.api import CheckOut, VerdictOut
 from aiperf_web.runs.models import Run
 
 router = Router(tags=["reports"])
-
-
-class CheckOut(Schema):
-    key: str
-    label: str
-    unit: str
-    better: str
-    baseline: float | None
-    value: float | None
-    delta: float | None
-    delta_pct: float | None
-    status: str
-
-
-class VerdictOut(Schema):
-    run: str
-    baseline: str | None
-    verdict: Literal["pass", "fail", "no-baseline"] = Field(
-        description="fail: a figure regressed beyond its tolerance, the drain check found "
-        "orphaned copies, or the run did not succeed"
-    )
-    regressions: list[str]
-    checks: list[CheckOut]
-    drain: dict[str, Any] | None
-    message: str
 
 
 class ComparedRun(Schema):
@@ -94,15 +72,17 @@ class ABOut(Schema):
 
 @router.get("/runs/{run_id}/verdict", response=VerdictOut)
 def run_verdict(request: HttpRequest, run_id: str, baseline: str = "") -> Any:
-    """The run against a baseline: the scenario's baseline run unless `baseline` names one.
-    A CI job launches, waits for a final status, and fails when `verdict` is `fail`."""
+    """The run's verdict: its own checks (status, drain check, error share, share cut by the
+    stop, SLO goodput), and its figures against a baseline, the scenario's baseline run unless
+    `baseline` names one. A CI job launches, waits for a final status, and fails unless
+    `verdict` is `pass`."""
     run_obj = run_sel.run_get(user=request.user, run_id=run_id)
     base: Run | None
     if baseline:
         base = run_sel.run_get(user=request.user, run_id=baseline)
     else:
-        base = selectors.scenario_baseline(run_obj=run_obj)
-    return selectors.run_verdict(run_obj=run_obj, baseline=base)
+        base = verdict.scenario_baseline(run_obj=run_obj)
+    return verdict.run_verdict(run_obj=run_obj, baseline=base)
 
 
 @router.get("/runs/{run_id}/leak", response=dict[str, Any])

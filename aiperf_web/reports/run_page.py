@@ -13,7 +13,7 @@ from aiperf_web.live.leaks import leak_brief
 from aiperf_web.reports import selectors
 from aiperf_web.reports.server_metrics import run_server_metrics
 from aiperf_web.runs import selectors as run_sel
-from aiperf_web.runs.models import Run
+from aiperf_web.runs.models import FINAL, Run
 from aiperf_web.runs.placement import LABELS, NOT_REPORTED, placement_card
 from runner import LATENCY_KEYS, SUMMARY_KEYS
 
@@ -49,7 +49,8 @@ def run_page(*, run_obj: Run) -> dict[str, Any]:
         "drain_workers": [
             (i, n) for i, n in enumerate((drain or {}).get("orphaned_copies_by_worker") or []) if n
         ],
-        "verdict": report["verdict"] if report["baseline"] is not None else None,
+        # Every ended run has one (its own checks, without a baseline too); none while it goes.
+        "verdict": report["verdict"] if run_obj.status in FINAL else None,
         "baseline": report["baseline"],
         "page_data": page_data,
         "latest": latest,

@@ -1,10 +1,7 @@
-"""Reads behind the run report, the comparison, the scenario history, the regression verdict
-and the live runs list. Everything comes from the database: the stored time series (thinned),
-the stored summary, and for the agent-tree view a bounded slice of the records.
-
-A verdict compares a run with a baseline run figure by figure (KEY_METRICS): each figure has a
-direction (lower or higher is better) and a tolerance; a figure worse than its baseline by more
-than the tolerance is a regression. The drain check (no orphaned copy left) is one more check.
+"""Reads behind the run report, the comparison and the scenario history. Everything comes from
+the database: the stored time series (thinned), the stored summary, and for the agent-tree view
+a bounded slice of the records. The verdict on a run (its own checks, and its figures against a
+baseline: KEY_METRICS) is runs/verdict.py's; the report, compare and history show it.
 """
 
 from __future__ import annotations
@@ -12,8 +9,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, TypedDict
 
 from aiperf_web.core.errors import Invalid
 from aiperf_web.live.leaks import LeakVerdict, leak_assess
@@ -21,43 +17,17 @@ from aiperf_web.live.selectors import History, run_history, run_leak_points
 from aiperf_web.reports.models import RunTrees
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import FINAL, Run, RunRecord, Status
-from aiperf_web.runs.placement import placement_ratios
+from aiperf_web.runs.verdict import (
+    KEY_METRICS,
+    Metric,
+    Verdict,
+    metric_check,
+    run_verdict,
+    scenario_baseline,
+    summary_value,
+)
 from aiperf_web.teams.selectors import AnyUser
 
-Better = Literal["lower", "higher", "none"]
-
-
-@dataclass(frozen=True)
-class Metric:
-    key: str  # dotted path into the summary
-    label: str
-    unit: str
-    better: Better
-    # A regression: worse than the baseline by more than this fraction (relative) ...
-    rel_tolerance: float = 0.10
-    # ... and by more than this absolute amount (keeps 0 -> 1 orphan a regression, but
-    # 1.00 -> 1.02 ms not).
-    abs_tolerance: float = 0.0
-
-
-KEY_METRICS: tuple[Metric, ...] = (
-    Metric("ttft_ms.p50", "TTFT p50", "ms", "lower", abs_tolerance=1.0),
-    Metric("ttft_ms.p99", "TTFT p99", "ms", "lower", abs_tolerance=1.0),
-    Metric("itl_ms.p99", "ITL p99", "ms", "lower", abs_tolerance=0.5),
-    Metric("latency_ms.p99", "Latency p99", "ms", "lower", abs_tolerance=5.0),
-    Metric("requests_per_s", "Requests per second", "req/s", "higher", abs_tolerance=0.01),
-    Metric("output_tokens_per_s", "Output tokens per second", "tok/s", "higher"),
-    Metric("prefix_cache_hit_ratio", "Prefix-cache hit ratio", "", "higher", 0.0, 0.02),
-    Metric("child_first_turn_hit_ratio", "Child first-turn hit ratio", "", "higher", 0.0, 0.02),
-    Metric("sessions_multi_worker", "Sessions served by >1 client worker", "", "lower", 0.0, 0.5),
-    Metric("worker_switches", "Client-worker switches", "", "lower", 0.0, 0.5),
-    Metric("orphaned_session_copies", "Orphaned session copies", "", "lower", 0.0, 0.5),
-    Metric("early_closes", "Early affinity closes", "", "lower", 0.0, 0.5),
-    Metric("errors", "Errors", "", "lower", 0.0, 0.5),
-    # In flight when the run stopped and cut by it: shown beside errors, never a check.
-    Metric("cut_by_stop", "Requests cut by the stop", "", "none"),
-    Metric("requests", "Requests", "", "none"),
-)
 # Where the server put the trees: rows of the comparison (conversation vs lineage shows here),
 # not checks of the verdict, whose gate a new figure must not tighten behind a user's back.
 # Percentages are of the run's own trees and requests: runs of different lengths compare.
@@ -81,128 +51,6 @@ TREND_KEYS = (
 )
 
 
-def summary_value(summary: Mapping[str, Any] | None, key: str) -> float | None:
-    head, _, name = key.partition(".")
-    if head == "placement" and name.endswith("_pct"):
-        placement = (summary or {}).get("placement")
-        return placement_ratios(placement if isinstance(placement, Mapping) else None).get(name)
-    value: Any = summary or {}
-    for part in key.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-class Check(TypedDict):
-    key: str
-    label: str
-    unit: str
-    better: Better
-    baseline: float | None
-    value: float | None
-    delta: float | None
-    delta_pct: float | None
-    status: Literal["ok", "regressed", "improved", "n/a"]
-
-
-class Verdict(TypedDict):
-    run: str
-    baseline: str | None
-    verdict: Literal["pass", "fail", "no-baseline"]
-    regressions: list[str]
-    checks: list[Check]
-    drain: dict[str, Any] | None
-    message: str
-
-
-def metric_check(metric: Metric, value: float | None, baseline: float | None) -> Check:
-    delta = delta_pct = None
-    status: Literal["ok", "regressed", "improved", "n/a"] = "n/a"
-    if value is not None and baseline is not None:
-        delta = value - baseline
-        delta_pct = None if baseline == 0 else round(100.0 * delta / abs(baseline), 2)
-        if metric.better != "none":
-            worse = delta if metric.better == "lower" else -delta
-            limit = max(metric.abs_tolerance, metric.rel_tolerance * abs(baseline))
-            if worse > limit:
-                status = "regressed"
-            elif -worse > limit:
-                status = "improved"
-            else:
-                status = "ok"
-    return {
-        "key": metric.key,
-        "label": metric.label,
-        "unit": metric.unit,
-        "better": metric.better,
-        "baseline": baseline,
-        "value": value,
-        "delta": None if delta is None else round(delta, 4),
-        "delta_pct": delta_pct,
-        "status": status,
-    }
-
-
-def run_verdict(*, run_obj: Run, baseline: Run | None) -> Verdict:
-    summary = run_obj.summary or {}
-    drain = summary.get("drain") if isinstance(summary.get("drain"), dict) else None
-    if baseline is None:
-        return {
-            "run": str(run_obj.uuid),
-            "baseline": None,
-            "verdict": "no-baseline",
-            "regressions": [],
-            "checks": [],
-            "drain": drain,
-            "message": "No baseline: mark a finished run of this scenario as its baseline.",
-        }
-    checks = [
-        metric_check(m, summary_value(summary, m.key), summary_value(baseline.summary, m.key))
-        for m in KEY_METRICS
-    ]
-    regressions = [c["label"] for c in checks if c["status"] == "regressed"]
-    if drain is not None and drain.get("verdict") == "leaked":
-        regressions.append("Drain check")
-    if run_obj.status != Status.SUCCEEDED:
-        regressions.append(f"Status {run_obj.status}")
-    verdict: Literal["pass", "fail"] = "fail" if regressions else "pass"
-    message = (
-        "No regression against the baseline."
-        if not regressions
-        else "Regressed: " + ", ".join(regressions) + "."
-    )
-    return {
-        "run": str(run_obj.uuid),
-        "baseline": str(baseline.uuid),
-        "verdict": verdict,
-        "regressions": regressions,
-        "checks": checks,
-        "drain": drain,
-        "message": message,
-    }
-
-
-def scenario_baseline(*, run_obj: Run) -> Run | None:
-    """The scenario's baseline for this run: its latest finished run marked baseline, other
-    than the run itself."""
-    if run_obj.scenario_id is None:
-        return None
-    return (
-        Run.objects.filter(
-            team_id=run_obj.team_id,
-            scenario_id=run_obj.scenario_id,
-            is_baseline=True,
-            status__in=FINAL,
-        )
-        .exclude(pk=run_obj.pk)
-        .order_by("-created_at")
-        .first()
-    )
-
-
 # -- the run page and report -------------------------------------------------------------------
 
 
@@ -213,7 +61,7 @@ class RunReport(TypedDict):
     by_depth: dict[str, Any]
     by_branch_mode: dict[str, Any]
     baseline: Run | None
-    verdict: Verdict | None
+    verdict: Verdict
 
 
 def run_report(*, run_obj: Run) -> RunReport:
@@ -230,9 +78,7 @@ def run_report(*, run_obj: Run) -> RunReport:
         "by_depth": summary.get("by_depth") or {},
         "by_branch_mode": summary.get("by_branch_mode") or {},
         "baseline": baseline,
-        "verdict": run_verdict(run_obj=run_obj, baseline=baseline)
-        if run_obj.status in FINAL and run_obj.summary
-        else None,
+        "verdict": run_verdict(run_obj=run_obj, baseline=baseline),
     }
 
 

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.urls import reverse
 
 from aiperf_web.core.webhooks import webhook_deliver
-from aiperf_web.reports.selectors import run_verdict, scenario_baseline
 from aiperf_web.runs.models import Run
+from aiperf_web.runs.verdict import run_verdict, scenario_baseline
 from aiperf_web.runs.worker import run_log
 
 __all__ = ["EVENT", "WebhookBody", "run_webhook_body", "run_webhooks_on_end", "run_webhooks_send"]
@@ -56,7 +56,9 @@ class WebhookBody(TypedDict):
     tags: list[str]
     started_at: str | None
     finished_at: str | None
-    verdict: dict[str, Any] | None  # the report's verdict against the baseline (checks)
+    # The run's verdict (runs/verdict.py): pass / fail with the reasons, its own checks, and
+    # its figures against the scenario's baseline when there is one.
+    verdict: dict[str, Any]
     figures: dict[str, Any]
     links: dict[str, str]  # absolute: run page, report (offline HTML), summary.json
 
@@ -71,27 +73,30 @@ def _figure(summary: dict[str, Any], path: str) -> Any:
 def run_webhook_body(*, run_obj: Run) -> WebhookBody:
     summary = run_obj.summary or {}
     base = settings.AIPERF_PUBLIC_URL.rstrip("/")
-    verdict: dict[str, Any] | None = None
-    if summary:
-        judged = run_verdict(run_obj=run_obj, baseline=scenario_baseline(run_obj=run_obj))
-        verdict = {
-            "verdict": judged["verdict"],
-            "baseline_id": judged["baseline"],
-            "regressions": judged["regressions"],
-            "message": judged["message"],
-            "checks": [
-                {
-                    "key": check["key"],
-                    "label": check["label"],
-                    "baseline": check["baseline"],
-                    "value": check["value"],
-                    "status": check["status"],
-                }
-                for check in judged["checks"]
-                if check["status"] != "n/a"
-            ],
-            "drain": (judged["drain"] or {}).get("verdict"),
-        }
+    judged = run_verdict(run_obj=run_obj, baseline=scenario_baseline(run_obj=run_obj))
+    verdict = {
+        "verdict": judged["verdict"],
+        "reasons": judged["reasons"],
+        "message": judged["message"],
+        "run_checks": [
+            {"key": c["key"], "label": c["label"], "status": c["status"], "message": c["message"]}
+            for c in judged["run_checks"]
+        ],
+        "baseline_id": judged["baseline"],
+        "regressions": judged["regressions"],
+        "checks": [
+            {
+                "key": check["key"],
+                "label": check["label"],
+                "baseline": check["baseline"],
+                "value": check["value"],
+                "status": check["status"],
+            }
+            for check in judged["checks"]
+            if check["status"] != "n/a"
+        ],
+        "drain": (judged["drain"] or {}).get("verdict"),
+    }
     return {
         "event": EVENT,
         "run_id": str(run_obj.uuid),

@@ -1,11 +1,11 @@
 """The runs part of the JSON API (mounted on /api/v1/ by aiperf_web.api.site): launch with
 overrides of any RunSpec knob, list and filter, cancel, re-run, and read what a run stored
-(snapshots, per-request records, the summary)."""
+(snapshots, per-request records, the summary) and its verdict (runs/verdict.py)."""
 
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any, Optional, cast
+from typing import Any, Literal, Optional, cast
 from uuid import UUID
 
 from django.db import transaction
@@ -18,6 +18,7 @@ from aiperf_web.core.schemas import Ref, Text, ref
 from aiperf_web.core.streaming import stream_response
 from aiperf_web.runs import selectors, services
 from aiperf_web.runs.models import Run
+from aiperf_web.runs.verdict import run_verdict, scenario_baseline
 from runner import RunSpec
 
 router = Router()
@@ -88,10 +89,48 @@ class RunOut(Schema):
     rerun_of: UUID | None
 
 
+class CheckOut(Schema):
+    key: str
+    label: str
+    unit: str
+    better: str
+    baseline: float | None
+    value: float | None
+    delta: float | None
+    delta_pct: float | None
+    status: str
+
+
+class RunCheckOut(Schema):
+    key: str = Field(description="status, drain, error_share, cut_by_stop_share, slo_goodput")
+    label: str
+    status: Literal["pass", "fail", "n/a"]
+    value: float | None = Field(description="the share in %; the orphaned copies left (drain)")
+    limit: float | None = Field(description="the AIPERF_VERDICT_* setting it is held to")
+    message: str
+
+
+class VerdictOut(Schema):
+    run: str
+    baseline: str | None = Field(description="the baseline the figures were compared with")
+    verdict: Literal["pass", "fail", "pending"] = Field(
+        description="fail: the run did not succeed, its drain check found orphaned copies, its "
+        "error share or share of requests cut by the stop is over its limit, too few requests "
+        "met its SLOs, or a figure regressed against the baseline; pending: not ended yet"
+    )
+    reasons: list[str] = Field(description="why it fails, one sentence each")
+    run_checks: list[RunCheckOut] = Field(description="the run's own checks (no baseline needed)")
+    regressions: list[str] = Field(description="the figures worse than the baseline's")
+    checks: list[CheckOut] = Field(description="figure by figure against the baseline")
+    drain: dict[str, Any] | None
+    message: str
+
+
 class RunDetailOut(RunOut):
     spec: dict[str, Any]
     overrides: dict[str, Any]
     progress: dict[str, Any] | None
+    verdict: VerdictOut
 
 
 class RunPage(Schema):
@@ -162,7 +201,13 @@ def _run_detail(r: Run) -> dict[str, Any]:
         progress = {
             k: d.get(k) for k in ("t_s", "progress", "eta_s", "requests", "errors", "in_flight")
         }
-    return {**_run_out(r), "spec": r.spec, "overrides": r.overrides, "progress": progress}
+    return {
+        **_run_out(r),
+        "spec": r.spec,
+        "overrides": r.overrides,
+        "progress": progress,
+        "verdict": run_verdict(run_obj=r, baseline=scenario_baseline(run_obj=r)),
+    }
 
 
 def _date(value: str, field: str) -> date | None:

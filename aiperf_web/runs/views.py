@@ -18,6 +18,7 @@ from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
 from aiperf_web.runs import selectors, services
 from aiperf_web.runs.forms import LaunchForm, RunFilterForm, RunMetaForm
+from aiperf_web.runs.verdict import runs_verdicts
 from aiperf_web.scenarios.selectors import scenario_list
 from aiperf_web.teams.models import Role
 from aiperf_web.teams.selectors import teams_with_role
@@ -52,10 +53,17 @@ def run_list(request: HttpRequest) -> HttpResponse:
     page_obj = paginator.get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    shown = list(page_obj)
     return render(
         request,
         "runs/list.html",
-        {"form": form, "page_obj": page_obj, "active": active, "query": query.urlencode()},
+        {
+            "form": form,
+            "page_obj": page_obj,
+            "rows": list(zip(shown, runs_verdicts(shown), strict=True)),
+            "active": active,
+            "query": query.urlencode(),
+        },
     )
 
 

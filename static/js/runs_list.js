@@ -1,6 +1,6 @@
 // The runs list, live: running and queued runs update in place (status, progress, requests,
-// errors, leak flag) from /ws/runs/; a run that appears is added to the top table, a run that
-// ends is shown as ended. The page works without it (server-rendered).
+// errors, leak flag, and the verdict once they end) from /ws/runs/; a run that appears is added
+// to the top table, a run that ends is shown as ended. The page works without it (server-rendered).
 import { connectRunsList, showState } from "./live.js";
 
 const FINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -22,6 +22,16 @@ function leakHtml(row) {
   span.className = "leak-flag";
   span.textContent = FINAL.has(row.status) ? "⚠ leaked" : `⚠ leaking (${row.orphaned} orphaned copies)`;
   span.title = "Orphaned session copies: sessions bounced between client workers";
+  return span;
+}
+
+// The ended run's verdict (pass / fail, its reasons on hover), as the server renders it.
+function verdictHtml(row) {
+  if (!row.verdict) return null;
+  const span = document.createElement("span");
+  span.className = `verdict-pill v-${row.verdict}`;
+  span.textContent = row.verdict;
+  span.title = row.verdict_message;
   return span;
 }
 
@@ -76,10 +86,11 @@ function apply(row) {
     void tr.offsetWidth;  // restart the highlight
     tr.classList.add("flash");
   }
-  // The same run in the history table below (status and leak flag).
+  // The same run in the history table below (status, verdict and leak flag).
   for (const other of document.querySelectorAll(`tr[data-run-id="${row.id}"]`)) {
     if (other === tr) continue;
     setCell(other, "status", statusHtml(row.status));
+    setCell(other, "verdict", verdictHtml(row));
     setCell(other, "leak", leakHtml(row));
   }
 }

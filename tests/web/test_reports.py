@@ -317,7 +317,11 @@ def test_compare_and_the_verdict_flag_a_regression_against_the_baseline(world: W
     same = _finished(world, summary=_summary(ttft_ms={"p99": 52.0}))
     slower = _finished(world, summary=_summary(ttft_ms={"p99": 80.0}, requests_per_s=12.0))
     leaky = _finished(
-        world, summary=_summary(orphaned_session_copies=4, drain={"verdict": "leaked"})
+        world,
+        summary=_summary(
+            orphaned_session_copies=4,
+            drain={"verdict": "leaked", "orphaned_copies": 4, "orphaned_copies_by_worker": [4, 0]},
+        ),
     )
     api = world.api("viewer")
 
@@ -330,9 +334,13 @@ def test_compare_and_the_verdict_flag_a_regression_against_the_baseline(world: W
     assert checks["ttft_ms.p99"]["delta_pct"] == 60.0
     leak = api.get(f"/api/v1/runs/{leaky.uuid}/verdict").json()
     assert leak["verdict"] == "fail"
-    assert "Orphaned session copies" in leak["regressions"] and "Drain check" in leak["regressions"]
+    assert leak["regressions"] == ["Orphaned session copies"]
+    assert leak["reasons"][0].startswith(
+        "drain check: 4 orphaned session copies left (worker 0: 4)"
+    )
+    # The baseline itself has none to compare with: its own checks judge it.
     none = api.get(f"/api/v1/runs/{base.uuid}/verdict").json()
-    assert none["verdict"] == "no-baseline"
+    assert none["verdict"] == "pass" and none["baseline"] is None and none["checks"] == []
     explicit = api.get(f"/api/v1/runs/{base.uuid}/verdict?baseline={slower.uuid}").json()
     # Against the slower run, the baseline's TTFT is better but its throughput worse.
     assert explicit["baseline"] == str(slower.uuid)
@@ -354,7 +362,7 @@ def test_compare_and_the_verdict_flag_a_regression_against_the_baseline(world: W
     assert page.status_code == 200 and b"delta-table" in page.content
     assert world.client("viewer").get("/reports/compare/?runs=nope").status_code == 400
     history = world.client("viewer").get(f"/reports/scenarios/{world.scenario.uuid}/history/")
-    assert history.status_code == 200 and b"Latest run against the baseline" in history.content
+    assert history.status_code == 200 and b"Latest run's verdict" in history.content
     assert (
         world.client("outsider")
         .get(f"/reports/scenarios/{world.scenario.uuid}/history/")

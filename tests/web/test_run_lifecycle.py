@@ -173,7 +173,12 @@ def test_a_run_that_ends_posts_a_signed_json_body_to_its_scenario_and_team_webho
     assert body["figures"]["requests"] == summary["requests"] > 0
     assert body["figures"]["cut_by_stop"] == 0
     assert body["figures"]["output_tokens_per_s"] == summary["output_tokens_per_s"]
-    assert body["verdict"]["verdict"] == "no-baseline"
+    # No baseline: the run's own checks judge it (it drained, no error, nothing cut).
+    assert body["verdict"]["verdict"] == "pass" and body["verdict"]["baseline_id"] is None
+    assert {c["key"]: c["status"] for c in body["verdict"]["run_checks"]} == {
+        "status": "pass", "drain": "pass", "error_share": "pass", "cut_by_stop_share": "pass",
+        "slo_goodput": "n/a",
+    }  # fmt: skip
     assert body["links"] == {
         "run": f"https://perf.example.com/runs/{run.uuid}/",
         "report": f"https://perf.example.com/reports/runs/{run.uuid}/report.html",
