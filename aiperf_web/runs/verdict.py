@@ -117,7 +117,7 @@ class RunCheck(TypedDict):
     status: RunCheckStatus
     value: float | None  # the share in % (error, cut, goodput); the orphans left (drain)
     limit: float | None  # the setting it is held to (%); 0 orphans for the drain check
-    message: str  # one sentence with the figures; a failing one is a reason of the verdict
+    message: str  # what was found, with the figures (a failing one, after its label, is a reason)
 
 
 class Verdict(TypedDict):
@@ -166,7 +166,10 @@ DRAIN_WORKERS_NAMED = 8  # a 64-worker leak names the first few and counts the r
 
 
 def _num(x: float) -> str:
-    return f"{x:.4g}"
+    """A figure as a sentence shows it: 14,528 (never 1.453e+04), 330.2, 2.366."""
+    if x == int(x) or abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:,.1f}" if abs(x) >= 100 else f"{x:.4g}"
 
 
 def _share(part: int, whole: int) -> float:
@@ -202,12 +205,10 @@ def _status_check(status: str, reason: str) -> RunCheck:
 
 def _drain_check(drain: Mapping[str, Any] | None) -> RunCheck:
     if drain is None:
-        return _check("drain", "Drain check", "n/a", "no drain check: the run left no summary")
+        return _check("drain", "Drain check", "n/a", "not in this run's summary (an older run)")
     orphaned = int(drain.get("orphaned_copies") or 0)
     if drain.get("verdict") != "leaked" and not orphaned:
-        return _check(
-            "drain", "Drain check", "pass", "drain check: no orphaned session copy left", 0, 0
-        )
+        return _check("drain", "Drain check", "pass", "no orphaned session copy left", 0, 0)
     by_worker = [(i, int(n)) for i, n in enumerate(drain.get("orphaned_copies_by_worker") or [])]
     holding = [(i, n) for i, n in by_worker if n]
     where = ", ".join(f"worker {i}: {n}" for i, n in holding[:DRAIN_WORKERS_NAMED])
@@ -216,7 +217,7 @@ def _drain_check(drain: Mapping[str, Any] | None) -> RunCheck:
     copies = f"{orphaned} orphaned session {'copy' if orphaned == 1 else 'copies'}"
     return _check(
         "drain", "Drain check", "fail",
-        f"drain check: {copies} left{f' ({where})' if where else ''}: histories no request "
+        f"{copies} left{f' ({where})' if where else ''}: histories no request "
         "will read again, left by sessions that moved between client workers (the spawn-pin "
         "policy keeps each session on one)",
         orphaned, 0,
@@ -237,7 +238,7 @@ def _error_check(summary: Mapping[str, Any]) -> RunCheck:
             "no request ran its course: the run measured nothing", None, limit,
         )  # fmt: skip
     pct = _share(errors, finished)
-    found = f"errors: {errors} of {finished} finished requests ({pct:.1f} %)"
+    found = f"{errors} of {finished} finished requests ({pct:.1f} %)"
     if pct > limit:
         return _check(
             "error_share", "Errors", "fail", f"{found}, over the {limit:g} % limit", pct, limit
@@ -249,10 +250,12 @@ def _cut_check(summary: Mapping[str, Any]) -> RunCheck:
     requests, cut = _int(summary, "requests"), _int(summary, "cut_by_stop")
     label = "Requests cut by the stop"
     if not requests or cut is None:
-        return _check("cut_by_stop_share", label, "n/a", "no requests cut by the stop counted")
+        return _check(
+            "cut_by_stop_share", label, "n/a", "not counted in this run's summary (an older run)"
+        )
     limit = float(settings.AIPERF_VERDICT_MAX_CUT_PCT)
     pct = _share(cut, requests)
-    found = f"cut by the stop: {cut} of {requests} requests ({pct:.1f} %)"
+    found = f"{cut} of {requests} requests ({pct:.1f} %)"
     if pct > limit:
         return _check(
             "cut_by_stop_share", label, "fail",
@@ -278,18 +281,16 @@ def _goodput_check(summary: Mapping[str, Any]) -> RunCheck:
     if not isinstance(ratio, int | float):
         return _check(
             "slo_goodput", label, "fail",
-            f"SLO goodput: no request ran its course to meet the SLOs ({named})", None, limit,
+            f"no request ran its course to meet the SLOs ({named})", None, limit,
         )  # fmt: skip
     pct = round(100.0 * float(ratio), 2)
     found = f"{pct:.1f} % of finished requests met every SLO ({named})"
     if pct < limit:
         return _check(
             "slo_goodput", label, "fail",
-            f"SLO goodput: only {found}, under the {limit:g} % required", pct, limit,
+            f"only {found}, under the {limit:g} % required", pct, limit,
         )  # fmt: skip
-    return _check(
-        "slo_goodput", label, "pass", f"SLO goodput: {found}, {limit:g} % required", pct, limit
-    )
+    return _check("slo_goodput", label, "pass", f"{found}, {limit:g} % required", pct, limit)
 
 
 def run_checks(*, status: str, reason: str, summary: Mapping[str, Any] | None) -> list[RunCheck]:
@@ -311,14 +312,22 @@ def run_checks(*, status: str, reason: str, summary: Mapping[str, Any] | None) -
 
 
 def _regression_reason(check: Check) -> str:
-    unit = f" {check['unit']}" if check["unit"] else ""
     value, base = check["value"], check["baseline"]
     assert value is not None and base is not None  # a regressed check compared two figures
-    change = "" if check["delta_pct"] is None else f" ({check['delta_pct']:+g} %)"
-    return (
-        f"{check['label']} regressed: {_num(value)}{unit} against {_num(base)}{unit} on the "
-        f"baseline{change}"
-    )
+    if check["key"].endswith("_ratio"):
+        # Ratios read as percentages, their change in points (as the report shows them).
+        figures = f"{100 * value:.1f} % against {100 * base:.1f} %"
+        change = f" ({100 * (value - base):+.1f} points)"
+    else:
+        unit = f" {check['unit']}" if check["unit"] else ""
+        figures = f"{_num(value)}{unit} against {_num(base)}{unit}"
+        change = "" if check["delta_pct"] is None else f" ({round(check['delta_pct'], 1):+g} %)"
+    return f"{check['label']} regressed: {figures} on the baseline{change}"
+
+
+def _own_reason(check: RunCheck) -> str:
+    # The status check's sentence names the run already ("the run failed: ...").
+    return check["message"] if check["key"] == "status" else f"{check['label']}: {check['message']}"
 
 
 def run_verdict(*, run_obj: Run, baseline: Run | None) -> Verdict:
@@ -339,7 +348,7 @@ def run_verdict(*, run_obj: Run, baseline: Run | None) -> Verdict:
             for m in KEY_METRICS
         ]
     regressed = [c for c in checks if c["status"] == "regressed"]
-    reasons = [c["message"] for c in own if c["status"] == "fail"]
+    reasons = [_own_reason(c) for c in own if c["status"] == "fail"]
     reasons += [_regression_reason(c) for c in regressed]
     if reasons:
         message = "Fail: " + "; ".join(reasons) + "."

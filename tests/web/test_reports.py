@@ -336,7 +336,7 @@ def test_compare_and_the_verdict_flag_a_regression_against_the_baseline(world: W
     assert leak["verdict"] == "fail"
     assert leak["regressions"] == ["Orphaned session copies"]
     assert leak["reasons"][0].startswith(
-        "drain check: 4 orphaned session copies left (worker 0: 4)"
+        "Drain check: 4 orphaned session copies left (worker 0: 4)"
     )
     # The baseline itself has none to compare with: its own checks judge it.
     none = api.get(f"/api/v1/runs/{base.uuid}/verdict").json()

@@ -13,7 +13,13 @@ from django.test import Client
 
 from aiperf_web.reports.webhooks import run_webhook_body
 from aiperf_web.runs.models import Run, Status
-from aiperf_web.runs.verdict import RunCheck, run_checks, runs_verdicts, scenario_baseline
+from aiperf_web.runs.verdict import (
+    RunCheck,
+    run_checks,
+    run_verdict,
+    runs_verdicts,
+    scenario_baseline,
+)
 from aiperf_web.stack.demo import demo_bootstrap
 from aiperf_web.teams.services import api_token_create
 from tests.web.conftest import World, final_run
@@ -38,7 +44,7 @@ def _checks(summary: dict[str, Any] | None, status: str = "succeeded",
 def test_a_leaked_drain_check_fails_naming_the_orphaned_copies_of_each_worker() -> None:
     drain = _checks(_summary(drain=LEAKED))["drain"]
     assert drain["status"] == "fail" and drain["value"] == 5
-    assert drain["message"].startswith("drain check: 5 orphaned session copies left")
+    assert drain["message"].startswith("5 orphaned session copies left")
     assert "(worker 1: 3, worker 3: 2)" in drain["message"]
 
 
@@ -50,9 +56,7 @@ def test_a_leak_on_many_workers_names_the_first_few_and_counts_the_rest() -> Non
 
 def test_a_drained_run_passes_the_drain_check() -> None:
     drain = _checks(_summary())["drain"]
-    assert drain["status"] == "pass" and drain["message"] == (
-        "drain check: no orphaned session copy left"
-    )
+    assert drain["status"] == "pass" and drain["message"] == "no orphaned session copy left"
 
 
 def test_errors_fail_over_their_limit_counted_over_the_requests_that_ran_their_course(
@@ -62,7 +66,7 @@ def test_errors_fail_over_their_limit_counted_over_the_requests_that_ran_their_c
     # 2 errors of 190 finished (10 cut by the stop): 1.05 %, over 1 %.
     over = _checks(_summary(errors=2, cut_by_stop=10))["error_share"]
     assert over["status"] == "fail" and over["value"] == 1.05 and over["limit"] == 1.0
-    assert over["message"] == "errors: 2 of 190 finished requests (1.1 %), over the 1 % limit"
+    assert over["message"] == "2 of 190 finished requests (1.1 %), over the 1 % limit"
     under = _checks(_summary(errors=2))["error_share"]
     assert under["status"] == "pass" and under["value"] == 1.0
     settings.AIPERF_VERDICT_MAX_ERROR_PCT = 5.0
@@ -80,7 +84,7 @@ def test_requests_cut_by_the_stop_fail_over_their_share_and_say_what_to_change(
     settings.AIPERF_VERDICT_MAX_CUT_PCT = 10.0
     over = _checks(_summary(cut_by_stop=21))["cut_by_stop_share"]
     assert over["status"] == "fail" and over["value"] == 10.5
-    assert over["message"].startswith("cut by the stop: 21 of 200 requests (10.5 %), over the")
+    assert over["message"].startswith("21 of 200 requests (10.5 %), over the 10 % limit")
     assert "longer duration or a lower concurrency" in over["message"]
     assert _checks(_summary(cut_by_stop=20))["cut_by_stop_share"]["status"] == "pass"
 
@@ -92,8 +96,8 @@ def test_slo_goodput_is_checked_only_where_the_spec_sets_slos(settings: Any) -> 
     low = _checks(_summary(goodput={"slo_ms": slos, "good_requests": 170, "good_ratio": 0.85}))
     assert low["slo_goodput"]["status"] == "fail" and low["slo_goodput"]["value"] == 85.0
     assert low["slo_goodput"]["message"] == (
-        "SLO goodput: only 85.0 % of finished requests met every SLO (TTFT ≤ 500 ms, "
-        "latency ≤ 2000 ms), under the 90 % required"
+        "only 85.0 % of finished requests met every SLO (TTFT ≤ 500 ms, "
+        "latency ≤ 2,000 ms), under the 90 % required"
     )
     good = _checks(_summary(goodput={"slo_ms": slos, "good_requests": 190, "good_ratio": 0.95}))
     assert good["slo_goodput"]["status"] == "pass"
@@ -112,6 +116,16 @@ def test_a_summary_from_before_a_figure_existed_leaves_its_check_not_applicable(
     checks = _checks({"requests": 10, "errors": 0})
     assert checks["drain"]["status"] == "n/a" and checks["cut_by_stop_share"]["status"] == "n/a"
     assert checks["error_share"]["status"] == "pass"
+
+
+def test_regressions_read_as_a_person_writes_figures() -> None:
+    base = Run(status=Status.SUCCEEDED, summary=_summary(latency_ms={"p99": 4271.02}))
+    slow = Run(status=Status.SUCCEEDED, summary=_summary(latency_ms={"p99": 14527.8}))
+    verdict = run_verdict(run_obj=slow, baseline=base)
+    assert verdict["reasons"] == [
+        "Latency p99 regressed: 14,528 ms against 4,271 ms on the baseline (+240.2 %)"
+    ]
+    assert verdict["message"] == "Fail: " + verdict["reasons"][0] + "."
 
 
 # -- the verdict where people look -------------------------------------------------------------
@@ -134,7 +148,7 @@ def test_a_leaking_run_fails_without_a_baseline_in_the_api_the_run_page_and_the_
     api = world.api("viewer")
     verdict = api.get(f"/api/v1/runs/{leaky.uuid}/verdict").json()
     assert verdict["verdict"] == "fail" and verdict["baseline"] is None
-    assert verdict["reasons"][0].startswith("drain check: 5 orphaned session copies left")
+    assert verdict["reasons"][0].startswith("Drain check: 5 orphaned session copies left")
     assert verdict["checks"] == [] and verdict["regressions"] == []
     assert {c["key"] for c in verdict["run_checks"]} == {
         "status", "drain", "error_share", "cut_by_stop_share", "slo_goodput",
@@ -145,10 +159,11 @@ def test_a_leaking_run_fails_without_a_baseline_in_the_api_the_run_page_and_the_
     card = page.split('id="verdict"')[1].split("</section>")[0]
     assert 'id="verdict-badge">fail<' in card
     assert "Drain check: 5 orphaned session copies left (worker 1: 3, worker 3: 2)" in card
+    assert "<td>5 orphaned session copies left (worker 1: 3, worker 3: 2)" in card
 
     listing = world.client("viewer").get("/runs/").content.decode()
     row = listing.split(f'<tr data-run-id="{leaky.uuid}">')[1].split("</tr>")[0]
-    assert 'class="verdict-pill v-fail"' in row and "Fail: drain check: 5 orphaned" in row
+    assert 'class="verdict-pill v-fail"' in row and "Fail: Drain check: 5 orphaned" in row
 
 
 def test_a_clean_run_passes_and_says_it_had_no_baseline(world: World) -> None:
@@ -170,13 +185,19 @@ def test_a_run_that_has_not_ended_is_pending_and_shows_no_verdict(world: World) 
 
 
 def test_a_baselines_regressions_join_the_runs_own_checks(world: World) -> None:
-    _finished(world, summary=_summary(ttft_ms={"p99": 50.0}), baseline=True)
-    both = _finished(world, summary=_summary(ttft_ms={"p99": 80.0}, errors=10))
+    _finished(
+        world, summary=_summary(ttft_ms={"p99": 50.0}, prefix_cache_hit_ratio=0.8), baseline=True
+    )
+    both = _finished(
+        world, summary=_summary(ttft_ms={"p99": 80.0}, errors=10, prefix_cache_hit_ratio=0.652)
+    )
     verdict = world.api("viewer").get(f"/api/v1/runs/{both.uuid}/verdict").json()
-    assert verdict["verdict"] == "fail" and verdict["regressions"] == ["TTFT p99", "Errors"]
+    assert verdict["verdict"] == "fail"
+    assert verdict["regressions"] == ["TTFT p99", "Prefix-cache hit ratio", "Errors"]
     assert verdict["reasons"] == [
-        "errors: 10 of 200 finished requests (5.0 %), over the 1 % limit",
+        "Errors: 10 of 200 finished requests (5.0 %), over the 1 % limit",
         "TTFT p99 regressed: 80 ms against 50 ms on the baseline (+60 %)",
+        "Prefix-cache hit ratio regressed: 65.2 % against 80.0 % on the baseline (-14.8 points)",
         "Errors regressed: 10 against 0 on the baseline",
     ]
 
@@ -242,7 +263,9 @@ def test_a_leaking_legacy_demo_run_fails_naming_the_leak_and_spawn_pin_does_not(
 
     verdict = api.get(f"/api/v1/runs/{legacy_id}/verdict").json()
     assert verdict["verdict"] == "fail" and verdict["baseline"] is None
-    assert f"drain check: {orphans} orphaned session copies left (worker " in verdict["reasons"][0]
+    assert verdict["reasons"][0].startswith(
+        f"Drain check: {orphans} orphaned session copies left (worker "
+    )
     assert run_webhook_body(run_obj=legacy)["verdict"]["reasons"] == verdict["reasons"]
 
     other = api.get(f"/api/v1/runs/{pinned_id}/verdict").json()
