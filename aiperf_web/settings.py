@@ -87,6 +87,8 @@ SECRET_KEY = _secret_key()
 DEBUG = env_bool("AIPERF_DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+# A form sent with a stale token gets the site's own 403 page saying to reload it.
+CSRF_FAILURE_VIEW = "aiperf_web.core.views.csrf_failure"
 
 INSTALLED_APPS = [
     "django.contrib.auth",

@@ -29,3 +29,9 @@ urlpatterns = [
     path("team/", include("aiperf_web.teams.urls")),
     path("", include("aiperf_web.scenarios.urls")),
 ]
+
+# Error pages in the site's dress, JSON under /api/ (core/views.py).
+handler400 = "aiperf_web.core.views.bad_request"
+handler403 = "aiperf_web.core.views.permission_denied"
+handler404 = "aiperf_web.core.views.page_not_found"
+handler500 = "aiperf_web.core.views.server_error"
