@@ -256,6 +256,13 @@ CELERY_TASK_ROUTES = {
     "fleet.*": {"queue": AIPERF_HOSTS_QUEUE},
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker waits for its broker however long it is away (Celery's default gives up after 100
+# tries and exits), and the run it executes goes on meanwhile: Celery 6 would cancel runs on a
+# lost connection by default. The Redis transport is kombu's with one fix (aiperf_web/celery.py):
+# without it a Redis restart under a running run killed the worker.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+CELERY_BROKER_TRANSPORT = "aiperf_web.celery:RedisTransport" if REDIS_URL else None
 # acks_late on Redis redelivers a task still unacknowledged after the visibility timeout; runs
 # may last hours, so keep it longer than any run. A redelivered run finds itself already
 # claimed and does nothing (the claim is one conditional UPDATE).

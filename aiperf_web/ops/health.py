@@ -1,32 +1,34 @@
 """`/healthz`'s checks, each answering "ok" or what is wrong in a few words.
 
-The database and the broker are this process's to reach: either failing makes the service
-unhealthy (503). A worker may live on another host or be stopped on purpose (`serve
---no-worker`), so its absence is reported, never a failure.
+Unhealthy (503, naming the part) when this process cannot reach the database or the broker;
+when no worker has consumed the runs queue for AIPERF_STALE_RUN_S while runs wait (they would
+wait for ever); when a built-in server this service started (the mock, the real Dynamo,
+registered by `manage.py serve` through health_server_watch) is down. A missing worker while
+no run waits is reported, not a failure: workers may live elsewhere or be stopped on purpose.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import threading
-import time
+import contextlib
+from collections.abc import Callable
 
-from celery import current_app
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.utils import timezone
 
-from aiperf_web.runs.models import Run
+from aiperf_web.runs.models import Run, Status
+from aiperf_web.runs.presence import workers_seen
 
 # Each check is bounded: a load balancer probes every few seconds and must get an answer.
 DATABASE_TIMEOUT_S = 3.0
 BROKER_TIMEOUT_S = 2.0
-INSPECT_TIMEOUT_S = 0.5
-# A worker found by `inspect` stays found this long: probes do not each wait for replies.
-WORKER_CACHE_S = 10.0
 
-_worker_seen_at = 0.0
-_worker_lock = threading.Lock()
+# name -> () -> (healthy, in words): the built-in servers this process started and watches.
+_servers: dict[str, Callable[[], tuple[bool, str]]] = {}
+
+
+def health_server_watch(name: str, status: Callable[[], tuple[bool, str]]) -> None:
+    """/healthz shows `status()`'s words under `name`, and is unhealthy while it says False."""
+    _servers[name] = status
 
 
 def _reason(exc: BaseException) -> str:
@@ -70,40 +72,35 @@ def check_broker() -> str:
     return "ok"
 
 
-def check_worker(*, database_ok: bool, broker_ok: bool) -> str:
-    """ok when a run heartbeat is recent (a worker executing), else when a worker answers
-    `inspect active_queues` with the runs queue (an idle one)."""
-    global _worker_seen_at
+def check_worker(*, database_ok: bool) -> tuple[bool, str]:
+    """(healthy, words): "ok" when a worker's consumer beat on the runs queue within the stale
+    window (runs.presence); otherwise unhealthy only while runs wait."""
     window_s = settings.AIPERF_STALE_RUN_S
-    if database_ok:
-        cutoff = timezone.now() - dt.timedelta(seconds=window_s)
-        try:
-            if Run.objects.filter(heartbeat_at__gte=cutoff).exists():
-                return "ok"
-        except DatabaseError:
-            pass  # the database check already says what is wrong
-    with _worker_lock:
-        if time.monotonic() - _worker_seen_at < WORKER_CACHE_S:
-            return "ok"
-        if broker_ok and _worker_consumes(settings.AIPERF_RUNS_QUEUE):
-            _worker_seen_at = time.monotonic()
-            return "ok"
-    return f"none seen in {window_s} s"
-
-
-def _worker_consumes(queue: str) -> bool:
-    # Not `ping`: other services on the same Redis answer it too; this names the queue.
     try:
-        replies = current_app.control.inspect(timeout=INSPECT_TIMEOUT_S).active_queues() or {}
-    except Exception:
-        return False
-    return any(q.get("name") == queue for queues in replies.values() for q in queues or [])
+        if workers_seen(settings.AIPERF_RUNS_QUEUE, within_s=window_s):
+            return True, "ok"
+    except Exception as exc:
+        # Presence lives in the broker's Redis: the broker check says it is unreachable.
+        return True, f"unknown ({_reason(exc)})"
+    none = f"none seen in {window_s} s"
+    waiting = 0
+    if database_ok:
+        with contextlib.suppress(DatabaseError):  # the database check says what is wrong
+            waiting = Run.objects.filter(status=Status.QUEUED).count()
+    if waiting:
+        return False, f"{none} while {waiting} queued run(s) wait"
+    return True, none
 
 
 def health() -> tuple[bool, dict[str, str]]:
-    """(healthy, {"database", "broker", "worker"})."""
+    """(healthy, {"database", "broker", "worker", and each built-in server watched})."""
     database = check_database()
     broker = check_broker()
-    worker = check_worker(database_ok=database == "ok", broker_ok=broker == "ok")
-    healthy = database == "ok" and broker == "ok"
-    return healthy, {"database": database, "broker": broker, "worker": worker}
+    worker_ok, worker = check_worker(database_ok=database == "ok")
+    checks = {"database": database, "broker": broker, "worker": worker}
+    healthy = database == "ok" and broker == "ok" and worker_ok
+    for name, status in _servers.items():
+        ok, words = status()
+        checks[name] = words
+        healthy = healthy and ok
+    return healthy, checks

@@ -69,6 +69,12 @@ class EmbeddedWorker:
         )
         self.thread.start()
 
+    def ended(self) -> str | None:
+        """None while its thread runs (stack/supervise.py)."""
+        if self.thread is None:
+            return "never started"
+        return None if self.thread.is_alive() else "stopped"
+
     def stop(self) -> None:
         if self.controller is not None:
             self.controller.stop(in_sighandler=False)

@@ -68,6 +68,20 @@ def _test_database_url() -> str:
     return f"postgresql://{user}@{host}:{port}/{db['NAME']}"
 
 
+def point_producer_at(url: str) -> None:
+    """This process's Celery app sends to `url` from now on (its pools are rebuilt lazily).
+    kombu keeps one pool per connection in a process-wide registry, so closing the app's pool
+    alone would leave a closed pool to be handed back when the URL returns: reset them all."""
+    from kombu import pools
+
+    from aiperf_web.celery import app
+
+    pools.reset()
+    app.conf.broker_url = url
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
 @pytest.fixture(scope="session")
 def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     """A worker consuming the `runs` queue for the whole session; yields its kind."""

@@ -25,24 +25,12 @@ from aiperf_web.celery import app
 from aiperf_web.runs import services
 from aiperf_web.runs.models import Run, Status
 from tests.infra import needs, unavailable
-from tests.web.conftest import ROOT, World, _test_database_url
+from tests.web.conftest import ROOT, World, _test_database_url, point_producer_at
 
 production_only = needs(
     not (settings.DATABASE_URL and settings.REDIS_URL),
     "a lost broker needs the production configuration (set DATABASE_URL and REDIS_URL)",
 )
-
-
-def _point_producer_at(url: str) -> None:
-    """This process's Celery app sends to `url` from now on (its pools are rebuilt lazily).
-    kombu keeps one pool per connection in a process-wide registry, so closing the app's pool
-    alone would leave a closed pool to be handed back when the URL returns: reset them all."""
-    from kombu import pools
-
-    pools.reset()
-    app.conf.broker_url = url
-    app._pool = None
-    app.amqp._producer_pool = None
 
 
 @pytest.fixture
@@ -64,11 +52,11 @@ def own_redis_db(settings: Any) -> Iterator[str]:
     url = f"{base}/{number}"
     settings.AIPERF_RUNS_QUEUE = f"runs-broker-loss-{os.getpid()}"
     original = app.conf.broker_url
-    _point_producer_at(url)
+    point_producer_at(url)
     try:
         yield url
     finally:
-        _point_producer_at(original)
+        point_producer_at(original)
         redis.Redis.from_url(url).flushdb()
         shared.delete(lock)
 

@@ -4,27 +4,46 @@ Migrates, prepares the demo objects, starts the built-in mock cluster as a child
 (unless AIPERF_MOCK_URL names one) and, with AIPERF_REAL_DYNAMO=1, a real Dynamo on CPU in
 the background (aiperf_web.stack.dynamo), starts the Celery worker (a thread on the in-memory broker
 in the embedded default; a `celery -A aiperf_web worker -Q runs` child process when REDIS_URL is
-set), then serves HTTP and WebSocket with uvicorn until interrupted.
+set), then serves HTTP and WebSocket with uvicorn until interrupted. Every child is supervised
+(aiperf_web.stack.supervise): started again when it dies; /healthz says when the mock or the
+real Dynamo is down.
 """
 
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
+from types import FrameType
 from typing import Any
 
 import uvicorn
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from aiperf_web.core.mock import MockServer, die_with_parent
+from aiperf_web.core.mock import MockServer
 from aiperf_web.core.proxy import uvicorn_proxy_options
+from aiperf_web.ops.health import health_server_watch
 from aiperf_web.runs.worker import StaleRunReaper, runs_requeue_queued
 from aiperf_web.stack.demo import DEMO_USER, demo_bootstrap, mock_url_default
-from aiperf_web.stack.dynamo import RealDynamo, real_dynamo_launch
+from aiperf_web.stack.dynamo import real_dynamo_launch
+from aiperf_web.stack.supervise import Child, MockChild, ProcessChild, Supervised
 from aiperf_web.stack.worker import EmbeddedWorker, worker_command
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which at the first SIGINT or SIGTERM also ends the supervision of the
+    children before its graceful shutdown: a Ctrl-C reaches the children too, and they must not
+    be started again while the service stops (the `finally` of handle() stops them all)."""
+
+    def __init__(self, config: uvicorn.Config, *, supervised: list[Supervised]) -> None:
+        super().__init__(config)
+        self.supervised = supervised
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        for keeper in self.supervised:
+            keeper.stopping.set()
+        super().handle_exit(sig, frame)
 
 
 class Command(BaseCommand):
@@ -48,18 +67,24 @@ class Command(BaseCommand):
         out = self.stdout
         if not opts["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
-        mock: MockServer | None = None
+        # Stopped in reverse order at exit: the web side's helpers first, the mock last.
+        supervised: list[Supervised] = []
+
+        def watch(label: str, child: Child, *, started: bool, health: str = "") -> None:
+            keeper = Supervised(label, child, started=started)
+            keeper.start()
+            supervised.append(keeper)
+            if health:
+                health_server_watch(health, keeper.status)
+
         mock_url = mock_url_default()
         if not settings.AIPERF_MOCK_URL and not opts["no_mock"]:
             mock = MockServer(
                 port=settings.AIPERF_MOCK_PORT, time_scale=settings.AIPERF_MOCK_TIME_SCALE
             )
-            mock.start()
+            mock.start()  # before the demo objects, which point at its port
             mock_url = mock.url
-        worker: EmbeddedWorker | None = None
-        worker_process: subprocess.Popen[bytes] | None = None
-        hosts_process: subprocess.Popen[bytes] | None = None
-        dynamo: RealDynamo | None = None
+            watch("the built-in mock", MockChild(mock), started=True, health="mock")
         try:
             if not opts["no_bootstrap"]:
                 boot = demo_bootstrap(mock_url=mock_url)
@@ -69,35 +94,40 @@ class Command(BaseCommand):
                         "(shown once; set AIPERF_ADMIN_PASSWORD to choose it)"
                     )
             dynamo = real_dynamo_launch(say=out.write, bootstrap=not opts["no_bootstrap"])
+            if dynamo is not None:
+                watch("real Dynamo (CPU)", dynamo, started=False, health="dynamo")
             if not opts["no_worker"]:
                 if settings.EMBEDDED:
                     worker = EmbeddedWorker(concurrency=settings.AIPERF_EMBEDDED_WORKERS)
                     worker.start()
+                    watch("the embedded worker", worker, started=True)
                     # The in-memory broker died with the previous process: its queued runs
                     # are sent again (the claim makes a duplicate harmless).
                     requeued = runs_requeue_queued()
                     if requeued:
                         out.write(f"re-queued {requeued} run(s) left queued by the last start")
                 else:
-                    worker_process = subprocess.Popen(
+                    runs = ProcessChild(
                         worker_command(
                             queue=settings.AIPERF_RUNS_QUEUE,
                             concurrency=settings.AIPERF_EMBEDDED_WORKERS,
-                        ),
-                        preexec_fn=die_with_parent,
+                        )
                     )
+                    runs.start()
+                    watch("the runs worker", runs, started=True)
                     if settings.AIPERF_HOST_PROCESSES > 0:
                         # Client workers of runs with client_worker_processes, a group of
                         # client_workers_per_host per pool process for a run's length
                         # (runs/fleet.py).
-                        hosts_process = subprocess.Popen(
+                        hosts = ProcessChild(
                             worker_command(
                                 queue=settings.AIPERF_HOSTS_QUEUE,
                                 concurrency=settings.AIPERF_HOST_PROCESSES,
                                 extra=("-n", "hosts@%h"),  # beside the runs worker's name
-                            ),
-                            preexec_fn=die_with_parent,
+                            )
                         )
+                        hosts.start()
+                        watch("the hosts worker", hosts, started=True)
             db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
             broker = "Redis" if settings.REDIS_URL else "in-process"
             password_hint = (
@@ -117,7 +147,7 @@ class Command(BaseCommand):
             # uvicorn re-raises SIGTERM after its graceful shutdown; as SystemExit it lets the
             # `finally` below stop the worker and the mock instead of orphaning them.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-            uvicorn.run(
+            config = uvicorn.Config(
                 "aiperf_web.asgi:application",
                 host=opts["host"],
                 port=opts["port"],
@@ -128,18 +158,10 @@ class Command(BaseCommand):
                 # comes from a proxy named in AIPERF_TRUSTED_PROXIES.
                 **uvicorn_proxy_options(),
             )
+            server = _Server(config, supervised=supervised)
+            server.run()
+            if not server.started:
+                raise CommandError(f"could not serve on {opts['host']}:{opts['port']}")
         finally:
-            if worker is not None:
-                worker.stop()
-            for process in (worker_process, hosts_process):
-                if process is None:
-                    continue
-                process.terminate()
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-            if mock is not None:
-                mock.stop()
-            if dynamo is not None:
-                dynamo.stop()
+            for keeper in reversed(supervised):
+                keeper.stop()
