@@ -4,6 +4,7 @@ overrides of any RunSpec knob, list and filter, cancel, re-run, and read what a 
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import date, datetime
 from typing import Any, Literal, Optional, cast
 from uuid import UUID
@@ -17,6 +18,7 @@ from aiperf_web.core.errors import Invalid
 from aiperf_web.core.schemas import Ref, Text, ref
 from aiperf_web.core.streaming import stream_response
 from aiperf_web.runs import selectors, services
+from aiperf_web.runs.line import run_wait
 from aiperf_web.runs.models import Run
 from aiperf_web.runs.verdict import run_verdict, scenario_baseline
 from runner import RunSpec
@@ -126,11 +128,36 @@ class VerdictOut(Schema):
     message: str
 
 
+class WaitHolderOut(Schema):
+    id: UUID | None = Field(description="null for a run of another team (not identified)")
+    name: str
+    ends_in_s: float | None = Field(description="by its duration_s, when it has one")
+
+
+class WaitOut(Schema):
+    reason: Literal["no_worker", "partner", "team_cap", "slots", "line", "starting"] = Field(
+        description="no_worker: no worker consumed the runs queue within AIPERF_STALE_RUN_S; "
+        "partner: the first run of its A/B pair has not ended; team_cap: its team runs "
+        "AIPERF_TEAM_MAX_RUNNING runs; slots: every worker slot is taken; line: runs ahead of "
+        "it take the free slots; starting: a worker is taking it"
+    )
+    message: str = Field(description="the same in a sentence")
+    place: int = Field(description="its place in line: 1 starts next")
+    ahead: int = Field(description="runs that start before it")
+    waits_for: list[WaitHolderOut] = Field(description="the runs whose end it waits for")
+    workers: int = Field(description="workers seen consuming the runs queue")
+    slots: int = Field(description="their slots (runs they execute at once)")
+    running: int = Field(description="runs executing, of every team")
+
+
 class RunDetailOut(RunOut):
     spec: dict[str, Any]
     overrides: dict[str, Any]
     progress: dict[str, Any] | None
     verdict: VerdictOut
+    waiting: WaitOut | None = Field(
+        description="a queued run: why it has not started and its place in line; else null"
+    )
 
 
 class RunPage(Schema):
@@ -207,6 +234,7 @@ def _run_detail(r: Run) -> dict[str, Any]:
         "overrides": r.overrides,
         "progress": progress,
         "verdict": run_verdict(run_obj=r, baseline=scenario_baseline(run_obj=r)),
+        "waiting": None if (wait := run_wait(r)) is None else asdict(wait),
     }
 
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
-from django.db.models import Count, IntegerField, OuterRef, Subquery, TextField, Value
-from django.db.models.functions import Coalesce, Concat
+from django.db.models import TextField, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 from aiperf_web.core.errors import Invalid, NotFound
@@ -33,7 +33,8 @@ from aiperf_web.core.specs import spec_parse
 from aiperf_web.core.text import reason_excerpt
 from aiperf_web.endpoints.services import endpoint_attach_secrets
 from aiperf_web.runs.fleet import fleet_plan
-from aiperf_web.runs.models import ACTIVE, Run, RunLog, RunRecord, RunSample, Status
+from aiperf_web.runs.line import queue_line
+from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
 from aiperf_web.runs.publisher import log_line, publish_log
 from aiperf_web.runs.services import run_announce, run_announce_pk, team_lock
 from aiperf_web.runs.signals import run_ended
@@ -91,37 +92,23 @@ def run_claim(*, run_uuid: str, worker: str) -> bool:
 
 
 def run_claim_next(*, worker: str) -> Run | None:
-    """Claim the queued run fairest to start: of the teams under AIPERF_TEAM_MAX_RUNNING, the
-    one with the fewest runs running, its oldest run (not one waiting for its A/B partner).
-    None when no run may start now."""
+    """Claim the queued run fairest to start: the front of the line (runs.line: of the teams
+    under AIPERF_TEAM_MAX_RUNNING, the one with the fewest runs running, its oldest run not
+    waiting for its A/B partner). None when no run may start now."""
     cap = settings.AIPERF_TEAM_MAX_RUNNING
-    running = (
-        Run.objects.filter(team=OuterRef("team"), status=Status.RUNNING)
-        .order_by()
-        .values("team")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    candidates = (
-        Run.objects.filter(status=Status.QUEUED)
-        .exclude(after__status__in=ACTIVE)
-        .annotate(team_running=Coalesce(Subquery(running, output_field=IntegerField()), 0))
-        .filter(team_running__lt=cap)
-        .order_by("team_running", "created_at", "pk")
-        .values_list("pk", "team_id")[:_CLAIM_TRIES]
-    )
-    for pk, team_id in list(candidates):
+    for candidate in queue_line().startable[:_CLAIM_TRIES]:
         with transaction.atomic():
-            team_lock(team_id)
+            team_lock(candidate.team_id)
             # Counted again under the lock: another worker may have filled the last slot.
-            if Run.objects.filter(team_id=team_id, status=Status.RUNNING).count() >= cap:
+            running = Run.objects.filter(team_id=candidate.team_id, status=Status.RUNNING)
+            if running.count() >= cap:
                 continue
             now = timezone.now()
-            claimed = Run.objects.filter(pk=pk, status=Status.QUEUED).update(
+            claimed = Run.objects.filter(pk=candidate.pk, status=Status.QUEUED).update(
                 status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:200]
             )
         if claimed == 1:
-            started = Run.objects.get(pk=pk)
+            started = Run.objects.get(pk=candidate.pk)
             run_announce(started)
             return started
     return None
@@ -464,31 +451,13 @@ def runs_requeue_queued() -> int:
 def runs_reconcile_queued() -> int:
     """Send tickets for runs that wait with none in the broker: Redis restarted empty, or a
     worker died holding a ticket it had not yet claimed with (Redis would redeliver it only
-    after the 12 h visibility timeout). When runs a worker could start now (under their team's
-    running cap, not waiting for an A/B partner, queued over _RECONCILE_GRACE_S ago) exist and
-    the queue holds no ticket, one ticket per such run (at most each team's free slots) goes
-    out. A ticket too many is harmless (it finds nothing to claim and is dropped); every
-    worker and web process calls this periodically. Returns how many were sent."""
-    cap = settings.AIPERF_TEAM_MAX_RUNNING
+    after the 12 h visibility timeout). When runs a worker could start now (runs.line's
+    startable ones, queued over _RECONCILE_GRACE_S ago) exist and the queue holds no ticket,
+    one ticket per such run goes out. A ticket too many is harmless (it finds nothing to claim
+    and is dropped); every worker and web process calls this periodically. Returns how many
+    were sent."""
     cutoff = timezone.now() - timedelta(seconds=_RECONCILE_GRACE_S)
-    waiting = dict(
-        Run.objects.filter(status=Status.QUEUED, created_at__lt=cutoff)
-        .exclude(after__status__in=ACTIVE)
-        .order_by()
-        .values("team")
-        .annotate(n=Count("pk"))
-        .values_list("team", "n")
-    )
-    if not waiting:
-        return 0
-    running = dict(
-        Run.objects.filter(status=Status.RUNNING, team__in=waiting)
-        .order_by()
-        .values("team")
-        .annotate(n=Count("pk"))
-        .values_list("team", "n")
-    )
-    startable = sum(min(n, max(0, cap - running.get(team, 0))) for team, n in waiting.items())
+    startable = sum(1 for queued in queue_line().startable if queued.created_at < cutoff)
     if startable == 0 or tickets_waiting() > 0:
         return 0
     for _ in range(startable):
