@@ -141,6 +141,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "aiperf_web.core.limits.limits_context",
             ],
         },
     },
@@ -344,11 +345,18 @@ AIPERF_VERDICT_MAX_CUT_PCT = env_float("AIPERF_VERDICT_MAX_CUT_PCT", 10.0)
 AIPERF_VERDICT_MIN_GOOD_PCT = env_float("AIPERF_VERDICT_MIN_GOOD_PCT", 90.0)
 # When set, /metrics answers only `Authorization: Bearer <this>` (a scraper's credentials).
 AIPERF_METRICS_TOKEN = env_str("AIPERF_METRICS_TOKEN")
-# Login throttle (core/login.py): this many wrong passwords for one username, or from one
-# client address, within the window lock that username or address for the lockout.
+# Without a token, /metrics is open only on purpose: by default on the embedded shape (a
+# laptop), never on the production shape (a database or broker of its own: a served site)
+# unless the operator says so (ops/views.py).
+AIPERF_METRICS_OPEN = env_bool("AIPERF_METRICS_OPEN", not (DATABASE_URL or REDIS_URL))
+# Login throttle (core/login.py): this many wrong passwords for one username from one client
+# address within the window lock that pair for the lockout; past the slower ceiling per
+# username (from any addresses), the username is locked from addresses it never signed in from.
 AIPERF_LOGIN_MAX_FAILURES = env_int("AIPERF_LOGIN_MAX_FAILURES", 10)
 AIPERF_LOGIN_WINDOW_S = env_int("AIPERF_LOGIN_WINDOW_S", 300)
 AIPERF_LOGIN_LOCKOUT_S = env_int("AIPERF_LOGIN_LOCKOUT_S", 900)
+AIPERF_LOGIN_USER_MAX_FAILURES = env_int("AIPERF_LOGIN_USER_MAX_FAILURES", 100)
+AIPERF_LOGIN_USER_WINDOW_S = env_int("AIPERF_LOGIN_USER_WINDOW_S", 3600)
 # Reverse proxies (IPs, CIDRs, `*`) whose X-Forwarded-For / X-Forwarded-Proto uvicorn believes
 # (core/proxy.py); none by default, so a client cannot choose its own address.
 AIPERF_TRUSTED_PROXIES = env_list("AIPERF_TRUSTED_PROXIES")

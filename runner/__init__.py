@@ -7,6 +7,7 @@ names (a test enforces it):
     POLICIES, AFFINITIES, DYNAMO_AFFINITIES, SCOPES, TIMING_MODES, ARRIVALS
                                    the knobs' vocabularies (RunSpec's own choices), for forms
     MAX_DURATION_S                 the longest run a spec accepts (AIPERF_MAX_DURATION_S)
+    HEADERS_MAX, HEADER_NAME_CHARS, HEADER_VALUE_CHARS   the bounds of a target's headers
     EndpointTarget, SimulatedTarget, Workload, SyntheticConfig
     run(spec, *, traces, sink, stop, fleet) -> RunResult   either clock, blocking
     run_async(...)                                      the same inside an event loop
@@ -48,6 +49,9 @@ from runner.spec import (
     AFFINITIES,
     ARRIVALS,
     DYNAMO_AFFINITIES,
+    HEADER_NAME_CHARS,
+    HEADER_VALUE_CHARS,
+    HEADERS_MAX,
     POLICIES,
     SCOPES,
     TIMING_MODES,
@@ -78,6 +82,9 @@ __all__ = [
     "DYNAMO_AFFINITIES",
     "ERROR_CATEGORIES",
     "FILE_FORMATS",
+    "HEADERS_MAX",
+    "HEADER_NAME_CHARS",
+    "HEADER_VALUE_CHARS",
     "LATENCY_KEYS",
     "MAX_DURATION_S",
     "POLICIES",

@@ -62,9 +62,13 @@ __all__ = [
     "AFFINITIES",
     "ARRIVALS",
     "DYNAMO_AFFINITIES",
+    "HEADERS_MAX",
+    "HEADER_NAME_CHARS",
+    "HEADER_VALUE_CHARS",
     "POLICIES",
     "SCOPES",
     "TIMING_MODES",
+    "URL_CHARS",
     "EndpointTarget",
     "RunSpec",
     "SimulatedTarget",
@@ -114,6 +118,16 @@ Count = Annotated[
 Timeout = Annotated[float, Field(gt=0, le=3_600)]
 SloMs = Annotated[float, Field(gt=0, le=3_600_000)]  # an hour: beyond any request's life
 MIN_TIME_SCALE = 0.001  # other than 0 (instant): the cluster's latencies at 1/1000
+# Text a spec carries to the server on every request, bounded like everything else: a stored
+# spec is copied into each run and each snapshot's reader. URLs far past any real one (browsers
+# stop near 2 KB); headers as many servers take them (nginx's default buffers hold 8 KB a line).
+URL_CHARS = 2048
+TRACE_PATH_CHARS = 4096  # PATH_MAX on Linux
+HEADERS_MAX = 64
+HEADER_NAME_CHARS = 256
+HEADER_VALUE_CHARS = 8192
+HeaderName = Annotated[str, Field(max_length=HEADER_NAME_CHARS)]
+HeaderValue = Annotated[str, Field(max_length=HEADER_VALUE_CHARS)]
 
 
 class Workload(BaseModel):
@@ -122,7 +136,9 @@ class Workload(BaseModel):
 
     model_config = _MODEL
 
-    traces: tuple[str, ...] = Field(default=(), description="trace file paths to replay")
+    traces: tuple[Annotated[str, Field(max_length=TRACE_PATH_CHARS)], ...] = Field(
+        default=(), description="trace file paths to replay"
+    )
     synthetic: SyntheticConfig | None = Field(
         default=None, description="synthetic agentic generator parameters"
     )
@@ -144,12 +160,16 @@ class EndpointTarget(BaseModel):
     model_config = _MODEL
 
     kind: Literal["endpoint"] = "endpoint"
-    url: str = Field(description="base URL, e.g. http://127.0.0.1:8100 (or .../v1)")
+    url: str = Field(
+        max_length=URL_CHARS, description="base URL, e.g. http://127.0.0.1:8100 (or .../v1)"
+    )
     model: str = Field(min_length=1, max_length=512, description="model name to request")
     # Never serialized: see the module docstring.
     api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
-    headers: dict[str, str] = Field(
-        default_factory=dict, description="extra headers on every request"
+    headers: dict[HeaderName, HeaderValue] = Field(
+        default_factory=dict,
+        max_length=HEADERS_MAX,
+        description=f"extra headers on every request (at most {HEADERS_MAX})",
     )
     connect_timeout_s: Timeout = Field(default=10.0, description="at most an hour")
     read_timeout_s: Timeout = Field(
@@ -166,6 +186,7 @@ class EndpointTarget(BaseModel):
     )
     metrics_url: str | None = Field(
         default=None,
+        max_length=URL_CHARS,
         description="the server's Prometheus page, scraped during the run: None = /metrics "
         "on the endpoint's origin, a URL, or off",
     )

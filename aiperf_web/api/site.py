@@ -97,13 +97,20 @@ def _too_many(request: HttpRequest, exc: TooMany) -> HttpResponse:
     return _error(request, 429, str(exc), exc.fields)
 
 
+def _loc_part(part: object) -> str:
+    # A location names an object's key (a header name), which is the sender's text: one over
+    # its bound is named by its start, not echoed whole.
+    text = str(part)
+    return text if len(text) <= 60 else f"{text[:40]}...({len(text)} characters)"
+
+
 @api.exception_handler(NinjaValidationError)
 def _schema_invalid(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
     fields: dict[str, str] = {}
     for error in exc.errors:
         # ("body", "payload", "overrides", "duration_s") -> "overrides.duration_s"
         loc = [
-            str(p)
+            _loc_part(p)
             for p in error.get("loc", ())
             if p not in ("body", "payload", "query", "form", "file")
         ]

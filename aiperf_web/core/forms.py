@@ -96,7 +96,9 @@ def _field(name: str, info: Any, *, blank: bool = False) -> forms.Field | None:
             required=False, help_text=(help_text + " (LO:HI)").strip(), label=label, max_length=60
         )
     if base is str:
-        return forms.CharField(required=False, help_text=help_text, label=label, max_length=200)
+        # The engine's own bound (every text knob of a spec has one).
+        bound = next((m.max_length for m in info.metadata if hasattr(m, "max_length")), None)
+        return forms.CharField(required=False, help_text=help_text, label=label, max_length=bound)
     return None
 
 

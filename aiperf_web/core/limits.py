@@ -1,13 +1,20 @@
-"""Request body caps, enforced before Django reads a byte of the body.
+"""What the service takes in, bounded: the text people type, and request bodies.
 
-Django's ASGI handler spools the whole body (to /tmp past FILE_UPLOAD_MAX_MEMORY_SIZE) before
-any view or setting can look at it, and its upload handlers then copy the file again: a 200 MB
-upload was taken in full and refused only afterwards. `BodyLimit` wraps the HTTP application
-and answers 413 when the announced Content-Length is over the route's cap, and counts the bytes
-of a body sent without one (chunked), answering 413 as soon as the count passes the cap.
+Text: every stored text a person types has a limit in characters, listed here once
+(README, "Limits"). Each is enforced three times from the same number: the form field's
+max_length (a form error, and the browser's maxlength), the API schema's maxLength (422 naming
+the field; core/schemas.py), and the service every write goes through (`text_within`, Invalid
+naming the field and the limit). Lists never carry a run's whole notes: they show the first
+NOTES_LIST_CHARS characters and say they were cut.
 
-Caps: the trace upload routes take the trace limit plus multipart overhead; every other route
-takes DATA_UPLOAD_MAX_MEMORY_SIZE (the JSON cap, which Django also applies to request.body).
+Bodies: Django's ASGI handler spools the whole body (to /tmp past FILE_UPLOAD_MAX_MEMORY_SIZE)
+before any view or setting can look at it, and its upload handlers then copy the file again: a
+200 MB upload was taken in full and refused only afterwards. `BodyLimit` wraps the HTTP
+application and answers 413 when the announced Content-Length is over the route's cap, and
+counts the bytes of a body sent without one (chunked), answering 413 as soon as the count
+passes the cap. The trace upload routes take the trace limit plus multipart overhead; every
+other route takes DATA_UPLOAD_MAX_MEMORY_SIZE (the JSON cap, which Django also applies to
+request.body).
 """
 
 from __future__ import annotations
@@ -20,7 +27,71 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from aiperf_web.core.errors import Invalid
 from runner import DEFAULT_MAX_BYTES
+
+# An endpoint's plain and secret headers go into the engine's target: the engine's bounds.
+from runner import HEADER_NAME_CHARS as HEADER_NAME_CHARS
+from runner import HEADER_VALUE_CHARS as HEADER_VALUE_CHARS
+from runner import HEADERS_MAX as HEADERS_MAX
+
+# -- text people type ----------------------------------------------------------------------------
+
+NAME_CHARS = 100  # a team's, an endpoint's, a scenario's, an API token's name
+TRACE_NAME_CHARS = 200  # a trace's name (its file name by default)
+DESCRIPTION_CHARS = 5_000  # a scenario's description
+NOTES_CHARS = 10_000  # a run's notes, whole in the run's detail
+NOTES_LIST_CHARS = 200  # a run's notes in lists: cut to this, with notes_truncated
+TAG_CHARS = 40  # one tag (core/tags.py: letters, digits and _ . : + -)
+TAGS_MAX = 20  # tags on one run or scenario
+TAGS_STORED_CHARS = TAGS_MAX * (TAG_CHARS + 1) + 1  # stored as ",a,b,"
+BASE_URL_CHARS = 500  # an endpoint's base URL
+MODEL_CHARS = 200  # an endpoint's model name
+API_KEY_CHARS = 4_096  # an endpoint's API key (a long JWT is 1-2 KB)
+WEBHOOK_URL_CHARS = 500  # a team's or a scenario's run-end webhook
+WEBHOOK_SECRET_CHARS = 200
+SCENARIO_TRACES_MAX = 100  # traces one scenario replays
+SEARCH_CHARS = 100  # a search or filter word (not stored: bounded like what it searches)
+
+
+def text_within(value: str, *, field: str, limit: int) -> str:
+    """`value` when it has at most `limit` characters; Invalid naming `field` otherwise."""
+    if len(value) > limit:
+        raise Invalid.field(
+            field, f"at most {limit} characters (this one has {len(value)}): shorten it"
+        )
+    return value
+
+
+def limits_context(request: object) -> dict[str, Any]:
+    """The limits as templates read them (`{{ limits.NAME_CHARS }}`), for inputs written by
+    hand rather than by a form (a context processor, settings.TEMPLATES)."""
+    names = (name for name in globals() if name.endswith(("_CHARS", "_MAX")))
+    return {"limits": {name: globals()[name] for name in names}}
+
+
+def headers_within(headers: dict[str, str], *, field: str) -> dict[str, str]:
+    """`headers` when their count, names and values are within the engine's bounds; Invalid
+    naming `field` (never quoting a name past its bound) otherwise."""
+    if len(headers) > HEADERS_MAX:
+        raise Invalid.field(field, f"at most {HEADERS_MAX} headers (these are {len(headers)})")
+    for name, value in headers.items():
+        if len(name) > HEADER_NAME_CHARS:
+            raise Invalid.field(
+                field,
+                f"a header name is at most {HEADER_NAME_CHARS} characters "
+                f"({name[:40]!r}... has {len(name)})",
+            )
+        if len(value) > HEADER_VALUE_CHARS:
+            raise Invalid.field(
+                field,
+                f"a header value is at most {HEADER_VALUE_CHARS} characters "
+                f"({name!r} has {len(value)})",
+            )
+    return headers
+
+
+# -- request bodies ------------------------------------------------------------------------------
 
 Scope = dict[str, Any]
 Message = Mapping[str, Any]

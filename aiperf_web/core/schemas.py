@@ -7,12 +7,42 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field, StringConstraints
 
+from aiperf_web.core import limits
 from aiperf_web.core.text import text_check
 
 # Text a person sends: refused (422 naming the field) when it holds NUL or a lone surrogate.
-Text = Annotated[str, AfterValidator(text_check)]
+_TEXT = AfterValidator(text_check)
+Text = Annotated[str, _TEXT]
+
+# Text that is stored, each with its limit (core/limits.py), which the schema states as
+# maxLength: longer is 422 naming the field and the limit. The bound is the string's own (so it
+# is checked first, and its message speaks of characters).
+Name = Annotated[str, StringConstraints(max_length=limits.NAME_CHARS), _TEXT]
+TraceName = Annotated[str, StringConstraints(max_length=limits.TRACE_NAME_CHARS), _TEXT]
+Description = Annotated[str, StringConstraints(max_length=limits.DESCRIPTION_CHARS), _TEXT]
+Notes = Annotated[str, StringConstraints(max_length=limits.NOTES_CHARS), _TEXT]
+Tag = Annotated[str, StringConstraints(max_length=limits.TAG_CHARS), _TEXT]
+Tags = Annotated[
+    list[Tag],
+    Field(
+        max_length=limits.TAGS_MAX,
+        description=f"at most {limits.TAGS_MAX} tags, each 1-{limits.TAG_CHARS} letters, "
+        "digits or _ . : + -",
+    ),
+]
+BaseUrl = Annotated[str, StringConstraints(max_length=limits.BASE_URL_CHARS), _TEXT]
+ModelName = Annotated[str, StringConstraints(max_length=limits.MODEL_CHARS), _TEXT]
+ApiKey = Annotated[str, StringConstraints(max_length=limits.API_KEY_CHARS), _TEXT]
+HeaderName = Annotated[str, StringConstraints(max_length=limits.HEADER_NAME_CHARS), _TEXT]
+HeaderValue = Annotated[str, StringConstraints(max_length=limits.HEADER_VALUE_CHARS), _TEXT]
+Headers = Annotated[
+    dict[HeaderName, HeaderValue],
+    Field(max_length=limits.HEADERS_MAX, description=f"at most {limits.HEADERS_MAX} headers"),
+]
+# A search or filter word: not stored, bounded like the text it searches.
+Search = Annotated[str, StringConstraints(max_length=limits.SEARCH_CHARS), _TEXT]
 
 
 class Ref(Schema):

@@ -6,8 +6,9 @@ import re
 from collections.abc import Iterable
 
 from aiperf_web.core.errors import Invalid
+from aiperf_web.core.limits import TAG_CHARS, TAGS_MAX
 
-_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,39}$")
+_TAG = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.:+-]{{0,{TAG_CHARS - 1}}}$")
 
 
 def tags_normalize(raw: str | Iterable[str], *, field: str = "tags") -> str:
@@ -20,11 +21,14 @@ def tags_normalize(raw: str | Iterable[str], *, field: str = "tags") -> str:
         if not item:
             continue
         if not _TAG.match(item):
-            raise Invalid.field(field, f"{item[:40]!r}: a tag is 1-40 letters, digits or _ . : + -")
+            raise Invalid.field(
+                field,
+                f"{item[:TAG_CHARS]!r}: a tag is 1-{TAG_CHARS} letters, digits or _ . : + -",
+            )
         if item not in tags:
             tags.append(item)
-    if len(tags) > 20:
-        raise Invalid.field(field, "at most 20 tags")
+    if len(tags) > TAGS_MAX:
+        raise Invalid.field(field, f"at most {TAGS_MAX} tags")
     return "," + ",".join(tags) + "," if tags else ""
 
 

@@ -25,6 +25,7 @@ import httpx
 
 from aiperf_web.core.crypto import decrypt_secret, encrypt_secret
 from aiperf_web.core.errors import Invalid
+from aiperf_web.core.limits import WEBHOOK_SECRET_CHARS, WEBHOOK_URL_CHARS, text_within
 from aiperf_web.core.outbound import check_outbound_url
 
 __all__ = [
@@ -43,8 +44,6 @@ SIGNATURE_HEADER: Final = "X-Aiperf-Signature"
 EVENT_HEADER: Final = "X-Aiperf-Event"
 TIMEOUT_S: Final = 5.0  # per try: a slow receiver must not hold a worker for long
 RETRY_AFTER_S: Final = 1.0
-MAX_URL_LENGTH: Final = 500
-MAX_SECRET_LENGTH: Final = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +58,7 @@ def webhook_check_url(url: str, *, field: str = "webhook_url") -> str:
     url = url.strip()
     if not url:
         return ""
-    if len(url) > MAX_URL_LENGTH:
-        raise Invalid.field(field, f"at most {MAX_URL_LENGTH} characters")
+    text_within(url, field=field, limit=WEBHOOK_URL_CHARS)
     try:
         scheme = urlsplit(url).scheme
     except ValueError:
@@ -75,8 +73,7 @@ def webhook_secret_token(secret: str, *, field: str = "webhook_secret") -> str:
     """A new secret as stored (encrypted); blank stays blank."""
     if not secret:
         return ""
-    if len(secret) > MAX_SECRET_LENGTH:
-        raise Invalid.field(field, f"at most {MAX_SECRET_LENGTH} characters")
+    text_within(secret, field=field, limit=WEBHOOK_SECRET_CHARS)
     return encrypt_secret(secret)
 
 

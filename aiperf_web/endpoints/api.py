@@ -13,7 +13,7 @@ from ninja import Router, Schema, Status
 from pydantic import ConfigDict, Field
 
 from aiperf_web.core.errors import Invalid
-from aiperf_web.core.schemas import Ref, Text, ref
+from aiperf_web.core.schemas import ApiKey, BaseUrl, Headers, ModelName, Name, Ref, Text, ref
 from aiperf_web.endpoints import selectors, services
 from aiperf_web.endpoints.models import Endpoint, ServerKind
 from aiperf_web.teams.selectors import team_for_create
@@ -26,15 +26,15 @@ _KINDS = [str(kind) for kind in ServerKind.values]
 class EndpointIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: Text
+    name: Name
     team: UUID | None = None
-    base_url: Text
-    model: Text
-    api_key: Text | None = Field(default=None, description="stored encrypted, never returned")
-    extra_headers: dict[Text, Text] = Field(
+    base_url: BaseUrl
+    model: ModelName
+    api_key: ApiKey | None = Field(default=None, description="stored encrypted, never returned")
+    extra_headers: Headers = Field(
         default={}, description="plain headers: returned, and kept in each run's spec"
     )
-    secret_headers: dict[Text, Text] = Field(
+    secret_headers: Headers = Field(
         default={},
         description="headers that are credentials (e.g. Azure's api-key): stored encrypted, "
         "never returned (only their names) nor kept in a run's spec",
@@ -48,20 +48,20 @@ class EndpointIn(Schema):
 class EndpointPatch(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: Text | None = None
-    base_url: Text | None = Field(
+    name: Name | None = None
+    base_url: BaseUrl | None = Field(
         default=None,
         description="a new base URL removes the stored API key unless `api_key` is sent in "
         "the same request: a key is never sent to a server it was not entered for",
     )
-    model: Text | None = None
-    api_key: Text | None = Field(
+    model: ModelName | None = None
+    api_key: ApiKey | None = Field(
         default=None,
         description='a new key; "" removes it; left out, the stored key is kept (unless '
         "`base_url` changes)",
     )
-    extra_headers: dict[Text, Text] | None = None
-    secret_headers: dict[Text, Text] | None = Field(
+    extra_headers: Headers | None = None
+    secret_headers: Headers | None = Field(
         default=None,
         description="replaces the stored secret headers ({} or null removes them); left out, "
         "they are kept (unless `base_url` changes, which removes them like the API key)",

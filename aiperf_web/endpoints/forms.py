@@ -4,6 +4,7 @@ from typing import Any, cast
 
 from django import forms
 
+from aiperf_web.core import limits
 from aiperf_web.core.forms import JSONObjectField
 from aiperf_web.endpoints.models import ServerKind
 
@@ -20,14 +21,15 @@ _HEADERS = "an object of header name: string value"
 
 class EndpointForm(forms.Form):
     team = forms.ChoiceField(required=False)
-    name = forms.CharField(max_length=100)
+    name = forms.CharField(max_length=limits.NAME_CHARS)
     base_url = forms.CharField(
-        max_length=500, label="Base URL", help_text="e.g. http://127.0.0.1:8100"
+        max_length=limits.BASE_URL_CHARS, label="Base URL", help_text="e.g. http://127.0.0.1:8100"
     )
-    model = forms.CharField(max_length=200)
+    model = forms.CharField(max_length=limits.MODEL_CHARS)
     server_kind = forms.ChoiceField(choices=ServerKind.choices, label="Server kind")
     api_key = forms.CharField(
         required=False,
+        max_length=limits.API_KEY_CHARS,
         widget=forms.PasswordInput(render_value=False),
         label="API key",
         help_text="Stored encrypted and never shown again. Leave blank to keep the current "

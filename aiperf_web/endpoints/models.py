@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from aiperf_web.core import limits
 from aiperf_web.core.models import PublicModel
 from aiperf_web.teams.models import Team
 from runner import AFFINITIES, DYNAMO_AFFINITIES
@@ -45,9 +46,9 @@ NO_SESSION_CONTROL = "no Dynamo session_control (nvext ignored or refused)"
 
 class Endpoint(PublicModel):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="endpoints")
-    name = models.CharField(max_length=100)
-    base_url = models.CharField(max_length=500)
-    model = models.CharField(max_length=200)
+    name = models.CharField(max_length=limits.NAME_CHARS)
+    base_url = models.CharField(max_length=limits.BASE_URL_CHARS)
+    model = models.CharField(max_length=limits.MODEL_CHARS)
     api_key_encrypted = models.TextField(blank=True, default="")
     extra_headers = models.JSONField(default=dict, blank=True)
     # Headers that are credentials (an Azure-style `api-key`, a gateway token): a Fernet token of

@@ -12,6 +12,14 @@ from django.utils import timezone
 
 from aiperf_web.core.crypto import decrypt_secret, encrypt_secret
 from aiperf_web.core.errors import Invalid
+from aiperf_web.core.limits import (
+    API_KEY_CHARS,
+    BASE_URL_CHARS,
+    MODEL_CHARS,
+    NAME_CHARS,
+    headers_within,
+    text_within,
+)
 from aiperf_web.core.outbound import check_outbound_url
 from aiperf_web.core.specs import spec_parse
 from aiperf_web.core.text import message_quoting_server, text_excerpt
@@ -92,6 +100,7 @@ def _validate_secret_headers(
         isinstance(k, str) and isinstance(v, str) for k, v in secret_headers.items()
     ):
         raise Invalid.field("secret_headers", "must be an object of header name: string value")
+    headers_within(secret_headers, field="secret_headers")
     if secret_headers:
         try:
             spec_parse({"target": {"kind": "endpoint", "url": "http://x", "model": "m",
@@ -115,16 +124,28 @@ def _validate(
 ) -> dict[str, Any]:
     fields: dict[str, str] = {}
     name = name.strip()
+    for field, value, limit in (
+        ("name", name, NAME_CHARS),
+        ("base_url", base_url.strip(), BASE_URL_CHARS),
+        ("model", model.strip(), MODEL_CHARS),
+    ):
+        try:
+            text_within(value, field=field, limit=limit)
+        except Invalid as exc:
+            fields.update(exc.fields)
     if not name:
         fields["name"] = "an endpoint needs a name"
-    elif len(name) > 100:
-        fields["name"] = "at most 100 characters"
     if server_kind not in ServerKind.values:
         fields["server_kind"] = f"{server_kind!r} is not one of {', '.join(ServerKind.values)}"
     if not isinstance(extra_headers, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in extra_headers.items()
     ):
         fields["extra_headers"] = "must be an object of header name: string value"
+        extra_headers = {}
+    try:
+        headers_within(extra_headers, field="extra_headers")
+    except Invalid as exc:
+        fields.update(exc.fields)
         extra_headers = {}
     target = {"kind": "endpoint", "url": base_url.strip(), "model": model.strip()}
     if extra_headers:
@@ -171,6 +192,8 @@ def endpoint_create(
     is_builtin: bool = False,
 ) -> Endpoint:
     require_role(user=actor, team=team, role=Role.MEMBER)
+    if api_key:
+        text_within(api_key, field="api_key", limit=API_KEY_CHARS)
     values = _validate(
         name=name,
         base_url=base_url,
@@ -216,6 +239,8 @@ def endpoint_update(
     `secret_headers` likewise: an object replaces them all, {} or None clears them, absent
     keeps them unless the base URL changes."""
     require_role(user=actor, team=endpoint.team, role=Role.MEMBER)
+    if isinstance(api_key, str):
+        text_within(api_key, field="api_key", limit=API_KEY_CHARS)
     values = _validate(
         name=endpoint.name if name is None else name,
         base_url=endpoint.base_url if base_url is None else base_url,

@@ -12,10 +12,11 @@ from uuid import UUID
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Schema, Status
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
 from aiperf_web.core.errors import Invalid
-from aiperf_web.core.schemas import Ref, Text, ref
+from aiperf_web.core.limits import NOTES_CHARS, NOTES_LIST_CHARS
+from aiperf_web.core.schemas import Notes, Ref, Search, Tags, Text, ref
 from aiperf_web.core.streaming import stream_response
 from aiperf_web.runs import selectors, services
 from aiperf_web.runs.line import run_wait
@@ -58,16 +59,16 @@ class RunCreate(Schema):
         default="simulated", description='endpoint id, or "simulated" for the simulated cluster'
     )
     overrides: RunOverrides = Field(default_factory=RunOverrides)  # type: ignore[valid-type]
-    tags: list[Text] = []
-    notes: Text = ""
+    tags: Tags = []
+    notes: Notes = ""
 
 
 class RunPatch(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    tags: list[Text] | None = None
-    notes: Text | None = None
-    is_baseline: bool | None = None
+    tags: Tags | None = None
+    notes: Notes | None = None
+    is_baseline: StrictBool | None = None
 
 
 class RunOut(Schema):
@@ -80,7 +81,12 @@ class RunOut(Schema):
     target_kind: str
     summary: dict[str, Any] | None
     tags: list[str]
-    notes: str
+    notes: str = Field(
+        max_length=NOTES_CHARS,
+        description=f"in lists the first {NOTES_LIST_CHARS} characters (notes_truncated says "
+        "whether more exist); whole in a run's own answer",
+    )
+    notes_truncated: bool = Field(description="notes were cut to fit the list")
     is_baseline: bool
     created_at: datetime
     started_at: datetime | None
@@ -160,8 +166,16 @@ class RunDetailOut(RunOut):
     )
 
 
+class RunItem(RunOut):
+    notes: str = Field(
+        max_length=NOTES_LIST_CHARS,
+        description=f"the first {NOTES_LIST_CHARS} characters (notes_truncated says whether "
+        "more exist; GET /runs/{id} has them whole)",
+    )
+
+
 class RunPage(Schema):
-    items: list[RunOut]
+    items: list[RunItem]
     count: int
     limit: int
     offset: int
@@ -179,16 +193,16 @@ class SamplePage(Schema):
 
 
 class RunQuery(Schema):
-    status: Text = ""
-    scenario: Text = ""
-    endpoint: Text = ""
-    tag: Text = ""
-    q: Text = ""
-    created_from: Text = ""
-    created_to: Text = ""
+    status: Search = ""
+    scenario: Search = ""
+    endpoint: Search = ""
+    tag: Search = ""
+    q: Search = ""
+    created_from: Search = ""
+    created_to: Search = ""
     baseline: bool | None = None
-    policy: Text = ""
-    scope: Text = ""
+    policy: Search = ""
+    scope: Search = ""
     limit: int = 50
     offset: int = 0
 
@@ -197,7 +211,14 @@ class RunQuery(Schema):
 MAX_OFFSET = 1_000_000_000
 
 
-def _run_out(r: Run) -> dict[str, Any]:
+def _run_out(r: Run, *, listed: bool = False) -> dict[str, Any]:
+    """A run as the API shows it; `listed`: as lists do, its notes cut (from the query's
+    `notes_head`, selectors.run_list: the whole notes are never read for a list)."""
+    if listed:
+        head: str = getattr(r, "notes_head", None) or ""
+        notes, truncated = head[:NOTES_LIST_CHARS], len(head) > NOTES_LIST_CHARS
+    else:
+        notes, truncated = r.notes, False
     return {
         "id": r.uuid,
         "team": ref(r.team, r.team.name),
@@ -208,7 +229,8 @@ def _run_out(r: Run) -> dict[str, Any]:
         "target_kind": r.target_kind,
         "summary": r.summary,
         "tags": r.tag_list,
-        "notes": r.notes,
+        "notes": notes,
+        "notes_truncated": truncated,
         "is_baseline": r.is_baseline,
         "created_at": r.created_at,
         "started_at": r.started_at,
@@ -270,7 +292,7 @@ def run_list(request: HttpRequest, query: Query[RunQuery]) -> dict[str, Any]:
     )
     page = list(qs[query.offset : query.offset + query.limit])
     return {
-        "items": [_run_out(r) for r in page],
+        "items": [_run_out(r, listed=True) for r in page],
         "count": qs.count(),
         "limit": query.limit,
         "offset": query.offset,

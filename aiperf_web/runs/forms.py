@@ -5,6 +5,7 @@ from typing import Any, cast
 
 from django import forms
 
+from aiperf_web.core import limits
 from aiperf_web.core.forms import JSONObjectField, spec_fields, spec_initial
 from aiperf_web.endpoints.models import ServerKind
 from aiperf_web.runs.models import Status
@@ -32,14 +33,14 @@ class RunFilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *Status.choices])
     scenario = forms.ChoiceField(required=False)
     endpoint = forms.ChoiceField(required=False)
-    tag = forms.CharField(required=False, max_length=40)
+    tag = forms.CharField(required=False, max_length=limits.TAG_CHARS)
     policy = forms.ChoiceField(
         required=False, choices=[("", "any policy"), *((p, p) for p in POLICIES)]
     )
     scope = forms.ChoiceField(
         required=False, choices=[("", "any scope"), *((s, s) for s in SCOPES)]
     )
-    q = forms.CharField(required=False, max_length=100, label="Search")
+    q = forms.CharField(required=False, max_length=limits.SEARCH_CHARS, label="Search")
     created_from = forms.DateField(
         required=False, widget=forms.DateInput(attrs={"type": "date"}), label="From"
     )
@@ -74,8 +75,15 @@ class LaunchForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text='any run-spec knob, e.g. {"start_window": [0, 1], "warmup_s": 5}',
     )
-    tags = forms.CharField(required=False, max_length=500, help_text="comma-separated")
-    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    tags = forms.CharField(
+        required=False, max_length=limits.TAGS_STORED_CHARS, help_text="comma-separated"
+    )
+    notes = forms.CharField(
+        required=False,
+        max_length=limits.NOTES_CHARS,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=f"at most {limits.NOTES_CHARS} characters",
+    )
 
     def __init__(
         self, *args: Any, scenarios: list[Any], endpoints: list[Any], **kwargs: Any
@@ -198,6 +206,8 @@ def _affinity_by_target(endpoints: list[Any], field: forms.Field) -> dict[str, d
 
 
 class RunMetaForm(forms.Form):
-    tags = forms.CharField(required=False, max_length=500)
-    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    tags = forms.CharField(required=False, max_length=limits.TAGS_STORED_CHARS)
+    notes = forms.CharField(
+        required=False, max_length=limits.NOTES_CHARS, widget=forms.Textarea(attrs={"rows": 3})
+    )
     is_baseline = forms.BooleanField(required=False, label="baseline")

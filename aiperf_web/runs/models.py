@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from aiperf_web.core import limits
 from aiperf_web.core.models import PublicModel
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.scenarios.models import Scenario
@@ -40,11 +41,11 @@ class Run(PublicModel):
     scenario = models.ForeignKey(
         Scenario, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
     )
-    scenario_name = models.CharField(max_length=100)
+    scenario_name = models.CharField(max_length=limits.NAME_CHARS)
     endpoint = models.ForeignKey(
         Endpoint, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
     )
-    endpoint_name = models.CharField(max_length=100)
+    endpoint_name = models.CharField(max_length=limits.NAME_CHARS)
     target_kind = models.CharField(max_length=10, choices=TargetKind.choices)
     # The full RunSpec as JSON, never with the endpoint's key (attached by the worker).
     spec = models.JSONField()
@@ -64,8 +65,8 @@ class Run(PublicModel):
     summary = models.JSONField(null=True, blank=True)
     records_count = models.IntegerField(default=0)
     samples_count = models.IntegerField(default=0)
-    tags = models.CharField(max_length=500, blank=True, default="")
-    notes = models.TextField(blank=True, default="")
+    tags = models.CharField(max_length=limits.TAGS_STORED_CHARS, blank=True, default="")
+    notes = models.TextField(max_length=limits.NOTES_CHARS, blank=True, default="")
     is_baseline = models.BooleanField(default=False)
     rerun_of = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="reruns"

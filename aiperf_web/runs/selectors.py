@@ -12,11 +12,12 @@ from typing import Any
 
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Substr
 from django.utils import timezone
 
 from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
+from aiperf_web.core.limits import NOTES_LIST_CHARS
 from aiperf_web.core.tags import tag_filter_value
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
 from aiperf_web.runs.placement import placement_rows
@@ -46,11 +47,13 @@ def run_list(*, user: AnyUser, filters: RunFilters | None = None) -> QuerySet[Ru
     f = filters or RunFilters()
     qs = Run.objects.filter(team_id__in=team_ids_for(user=user)).select_related("team")
     # The list never needs the big JSON columns: the spec's few knobs it shows are read out
-    # in the query (spec_policy, spec_affinity, spec_scope).
+    # in the query (spec_policy, spec_affinity, spec_scope). Nor the whole notes: their start,
+    # one character past what a list shows, so a list can say when it cut them.
     qs = qs.defer("spec", "overrides", "notes").annotate(
         spec_policy=KT("spec__policy"),
         spec_affinity=KT("spec__affinity"),
         spec_scope=KT("spec__scope"),
+        notes_head=Substr("notes", 1, NOTES_LIST_CHARS + 1),
     )
     if f.status:
         if f.status not in Status.values:

@@ -25,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from aiperf_web.core.errors import Invalid, TooMany
+from aiperf_web.core.limits import NOTES_CHARS, text_within
 from aiperf_web.core.outbound import check_outbound_url
 from aiperf_web.core.specs import spec_json, spec_override
 from aiperf_web.core.tags import tags_normalize
@@ -82,6 +83,7 @@ def run_launch(
                     f"overrides.target.{knob}", "comes from the chosen endpoint (or simulated)"
                 )
     tag_text = tags_normalize(tags)
+    notes = text_within(notes.strip(), field="notes", limit=NOTES_CHARS)
 
     spec = scenario_run_spec(scenario=scenario)
     endpoint: Endpoint | None = None
@@ -123,7 +125,7 @@ def run_launch(
             spec=spec_json(spec),
             overrides=dict(overrides),
             tags=tag_text,
-            notes=notes.strip(),
+            notes=notes,
             created_by=user_or_none(actor),
             rerun_of=rerun_of,
             after=after,
@@ -217,7 +219,7 @@ def run_update(
         run_obj.tags = tags_normalize(tags)
         fields.append("tags")
     if notes is not None:
-        run_obj.notes = notes.strip()[:10_000]
+        run_obj.notes = text_within(notes.strip(), field="notes", limit=NOTES_CHARS)
         fields.append("notes")
     if is_baseline is not None:
         run_obj.is_baseline = bool(is_baseline)

@@ -152,6 +152,15 @@ def run_meta(request: HttpRequest, run_id: str) -> HttpResponse:
             messages.success(request, "Saved.")
         except Invalid as exc:
             messages.error(request, str(exc))
+    else:
+        # The page shows messages, not this form's errors: say what was refused, and why.
+        messages.error(
+            request,
+            "Not saved: "
+            + "; ".join(
+                f"{name}: {' '.join(map(str, errs))}" for name, errs in form.errors.items()
+            ),
+        )
     return redirect("runs:detail", run_id=run_obj.uuid)
 
 

@@ -15,7 +15,8 @@ from ninja.files import UploadedFile
 from pydantic import ConfigDict, Field
 
 from aiperf_web.core.errors import Invalid
-from aiperf_web.core.schemas import Ref, Text, ref
+from aiperf_web.core.limits import DESCRIPTION_CHARS, SCENARIO_TRACES_MAX
+from aiperf_web.core.schemas import Description, Name, Ref, Search, Tags, Text, TraceName, ref
 from aiperf_web.scenarios import selectors, services
 from aiperf_web.scenarios.models import Scenario, Trace
 from aiperf_web.scenarios.samples import available_samples
@@ -47,21 +48,25 @@ class SampleOut(Schema):
 class ScenarioIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: Text
+    name: Name
     team: UUID | None = Field(default=None, description="default: your only team")
-    description: Text = ""
-    tags: list[Text] = []
-    traces: list[UUID] = Field(default=[], description="trace ids; none = the synthetic workload")
+    description: Description = ""
+    tags: Tags = []
+    traces: list[UUID] = Field(
+        default=[],
+        max_length=SCENARIO_TRACES_MAX,
+        description="trace ids; none = the synthetic workload",
+    )
     spec: RunSpec = Field(default_factory=RunSpec, description="the default run spec")
 
 
 class ScenarioPatch(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    name: Text | None = None
-    description: Text | None = None
-    tags: list[Text] | None = None
-    traces: list[UUID] | None = None
+    name: Name | None = None
+    description: Description | None = None
+    tags: Tags | None = None
+    traces: list[UUID] | None = Field(default=None, max_length=SCENARIO_TRACES_MAX)
     spec: RunSpec | None = None
 
 
@@ -69,7 +74,7 @@ class ScenarioOut(Schema):
     id: UUID
     team: Ref
     name: str
-    description: str
+    description: str = Field(max_length=DESCRIPTION_CHARS)
     tags: list[str]
     traces: list[Ref]
     spec: dict[str, Any]
@@ -129,7 +134,7 @@ def trace_samples(request: HttpRequest) -> list[dict[str, Any]]:
 def trace_upload(
     request: HttpRequest,
     file: UploadedFile | None = File(None),  # type: ignore[type-arg]  # noqa: B008
-    name: Text = Form(""),  # type: ignore[type-arg]  # noqa: B008
+    name: TraceName = Form(""),  # type: ignore[type-arg]  # noqa: B008
     team: Text = Form(""),  # type: ignore[type-arg]  # noqa: B008
     sample: Text = Form(  # type: ignore[type-arg]  # noqa: B008
         "", description="import a built-in sample instead of a file"
@@ -171,7 +176,7 @@ def trace_delete(request: HttpRequest, trace_id: str) -> Status[Any]:
 
 
 @router.get("/scenarios", response=list[ScenarioOut], tags=["scenarios"])
-def scenario_list(request: HttpRequest, tag: Text = "", q: Text = "") -> list[dict[str, Any]]:
+def scenario_list(request: HttpRequest, tag: Search = "", q: Search = "") -> list[dict[str, Any]]:
     return [_scenario_out(x) for x in selectors.scenario_list(user=request.user, tag=tag, search=q)]
 
 

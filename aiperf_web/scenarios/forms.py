@@ -4,6 +4,7 @@ from typing import Any, cast
 
 from django import forms
 
+from aiperf_web.core import limits
 from aiperf_web.core.forms import spec_fields
 from aiperf_web.scenarios.samples import available_samples
 from runner import DEFAULT_MAX_BYTES, FILE_FORMATS
@@ -21,7 +22,9 @@ class TraceUploadForm(forms.Form):
         choices=[("", "auto: tell from the content"), *((f.value, f.value) for f in FILE_FORMATS)],
         help_text="pick one when the format cannot be told from the content",
     )
-    name = forms.CharField(required=False, max_length=200, help_text="default: the file name")
+    name = forms.CharField(
+        required=False, max_length=limits.TRACE_NAME_CHARS, help_text="default: the file name"
+    )
 
     def __init__(self, *args: Any, teams: list[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -54,9 +57,16 @@ class ScenarioForm(forms.Form):
     knob of the default run spec, generated from the engine's models."""
 
     team = forms.ChoiceField(required=False)
-    name = forms.CharField(max_length=100)
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
-    tags = forms.CharField(required=False, max_length=500, help_text="comma-separated")
+    name = forms.CharField(max_length=limits.NAME_CHARS)
+    description = forms.CharField(
+        required=False,
+        max_length=limits.DESCRIPTION_CHARS,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=f"at most {limits.DESCRIPTION_CHARS} characters",
+    )
+    tags = forms.CharField(
+        required=False, max_length=limits.TAGS_STORED_CHARS, help_text="comma-separated"
+    )
     traces = forms.MultipleChoiceField(
         required=False,
         widget=forms.CheckboxSelectMultiple,

@@ -6,13 +6,14 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from aiperf_web.core import limits
 from aiperf_web.core.models import PublicModel
 from aiperf_web.teams.models import Team
 
 
 class Trace(PublicModel):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="traces")
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=limits.TRACE_NAME_CHARS)
     filename = models.CharField(max_length=255)
     format = models.CharField(max_length=20)
     size_bytes = models.BigIntegerField()
@@ -38,10 +39,10 @@ class Trace(PublicModel):
 
 class Scenario(PublicModel):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="scenarios")
-    name = models.CharField(max_length=100)
-    description = models.TextField(blank=True, default="")
+    name = models.CharField(max_length=limits.NAME_CHARS)
+    description = models.TextField(max_length=limits.DESCRIPTION_CHARS, blank=True, default="")
     # Normalised ",tag1,tag2," so that one `contains` query filters on SQLite and PostgreSQL.
-    tags = models.CharField(max_length=500, blank=True, default="")
+    tags = models.CharField(max_length=limits.TAGS_STORED_CHARS, blank=True, default="")
     traces = models.ManyToManyField(Trace, related_name="scenarios", blank=True)
     # The default RunSpec as JSON (target and trace paths are filled at launch).
     spec = models.JSONField(default=dict)
@@ -51,7 +52,7 @@ class Scenario(PublicModel):
     updated_at = models.DateTimeField(auto_now=True)
     # Run-end webhook of this scenario's runs, beside the team's (aiperf_web/reports/webhooks.py);
     # the secret is stored encrypted and signs the body (HMAC-SHA256).
-    webhook_url = models.URLField(max_length=500, blank=True, default="")
+    webhook_url = models.URLField(max_length=limits.WEBHOOK_URL_CHARS, blank=True, default="")
     webhook_secret = models.TextField(blank=True, default="")
 
     class Meta:

@@ -14,6 +14,13 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from aiperf_web.core.errors import Invalid, NotFound
+from aiperf_web.core.limits import (
+    DESCRIPTION_CHARS,
+    NAME_CHARS,
+    SCENARIO_TRACES_MAX,
+    TRACE_NAME_CHARS,
+    text_within,
+)
 from aiperf_web.core.specs import spec_json, spec_parse
 from aiperf_web.core.tags import tags_normalize
 from aiperf_web.core.webhooks import webhook_set
@@ -107,7 +114,7 @@ def trace_upload(
     of an undetectable format for where the person is (a form's list, an API field)."""
     require_role(user=actor, team=team, role=Role.MEMBER)
     filename = _safe_filename(filename)
-    name = (name or filename).strip()[:200]
+    name = text_within((name or filename).strip(), field="name", limit=TRACE_NAME_CHARS)
     if Trace.objects.filter(team=team, name=name).exists():
         raise Invalid.field("name", f"team {team.name} has a trace named {name!r}")
     content = _read_limited(chunks, limit=DEFAULT_MAX_BYTES)
@@ -198,6 +205,10 @@ def trace_loaded(*, trace_id: object) -> RunnerTrace:
 
 
 def _resolve_traces(*, team: Team, trace_ids: Sequence[object]) -> list[Trace]:
+    if len(trace_ids) > SCENARIO_TRACES_MAX:
+        raise Invalid.field(
+            "traces", f"at most {SCENARIO_TRACES_MAX} traces (these are {len(trace_ids)})"
+        )
     traces: list[Trace] = []
     for trace_id in trace_ids:
         trace = Trace.objects.filter(team=team, uuid=str(trace_id)).defer("content_gz").first()
@@ -215,6 +226,13 @@ def _scenario_spec(spec: dict[str, Any], traces: list[Trace]) -> RunSpec:
     return spec_parse(data, prefix="spec")
 
 
+def _scenario_name(name: str) -> str:
+    name = text_within(name.strip(), field="name", limit=NAME_CHARS)
+    if not name:
+        raise Invalid.field("name", "a scenario needs a name")
+    return name
+
+
 def scenario_create(
     *,
     actor: AnyUser,
@@ -226,9 +244,8 @@ def scenario_create(
     tags: str | Iterable[str] = "",
 ) -> Scenario:
     require_role(user=actor, team=team, role=Role.MEMBER)
-    name = name.strip()
-    if not name or len(name) > 100:
-        raise Invalid.field("name", "a scenario needs a name of at most 100 characters")
+    name = _scenario_name(name)
+    description = text_within(description.strip(), field="description", limit=DESCRIPTION_CHARS)
     if Scenario.objects.filter(team=team, name=name).exists():
         raise Invalid.field("name", f"team {team.name} has a scenario named {name!r}")
     tag_text = tags_normalize(tags)
@@ -239,7 +256,7 @@ def scenario_create(
             scenario = Scenario.objects.create(
                 team=team,
                 name=name,
-                description=description.strip(),
+                description=description,
                 tags=tag_text,
                 spec=spec_json(run_spec),
                 created_by=user_or_none(actor),
@@ -262,15 +279,15 @@ def scenario_update(
 ) -> Scenario:
     require_role(user=actor, team=scenario.team, role=Role.MEMBER)
     if name is not None:
-        name = name.strip()
-        if not name or len(name) > 100:
-            raise Invalid.field("name", "a scenario needs a name of at most 100 characters")
+        name = _scenario_name(name)
         clash = Scenario.objects.filter(team=scenario.team, name=name).exclude(pk=scenario.pk)
         if clash.exists():
             raise Invalid.field("name", f"a scenario named {name!r} exists")
         scenario.name = name
     if description is not None:
-        scenario.description = description.strip()
+        scenario.description = text_within(
+            description.strip(), field="description", limit=DESCRIPTION_CHARS
+        )
     if tags is not None:
         scenario.tags = tags_normalize(tags)
     traces = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from aiperf_web.core import limits
 from aiperf_web.core.models import PublicModel
 
 
@@ -22,10 +23,10 @@ ROLE_RANK = {Role.VIEWER: 0, Role.MEMBER: 1, Role.ADMIN: 2}
 
 
 class Team(PublicModel):
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=limits.NAME_CHARS, unique=True)
     # Run-end webhooks (aiperf_web/reports/webhooks.py): every run of the team that ends POSTs
     # here; the secret, encrypted like endpoint keys, signs the body (HMAC-SHA256).
-    webhook_url = models.URLField(max_length=500, blank=True, default="")
+    webhook_url = models.URLField(max_length=limits.WEBHOOK_URL_CHARS, blank=True, default="")
     webhook_secret = models.TextField(blank=True, default="")
 
     def __str__(self) -> str:
@@ -53,7 +54,7 @@ class ApiToken(PublicModel):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=limits.NAME_CHARS)
     # The first characters, shown in lists so a person can tell their tokens apart.
     prefix = models.CharField(max_length=16)
     digest = models.CharField(max_length=64, unique=True)

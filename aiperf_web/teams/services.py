@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
+from aiperf_web.core.limits import NAME_CHARS, text_within
 from aiperf_web.core.webhooks import webhook_set
 from aiperf_web.teams.models import ApiToken, Membership, Role, Team
 from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
@@ -27,7 +28,7 @@ def _digest(raw: str) -> str:
 
 
 def team_create(*, name: str, owner: User) -> Team:
-    name = name.strip()
+    name = text_within(name.strip(), field="name", limit=NAME_CHARS)
     if not name:
         raise Invalid.field("name", "a team needs a name")
     if Team.objects.filter(name=name).exists():
@@ -90,10 +91,11 @@ def _keep_an_admin(*, team: Team, leaving: Membership) -> None:
 
 def api_token_create(*, user: User, name: str = "") -> tuple[ApiToken, str]:
     """A new token and its raw value, which is shown once and never stored."""
+    name = text_within(name.strip(), field="name", limit=NAME_CHARS)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
-        name=name.strip()[:100] or "token",
+        name=name or "token",
         prefix=raw[:10],
         digest=_digest(raw),
     )

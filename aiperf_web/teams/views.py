@@ -92,7 +92,11 @@ def team_webhook(request: HttpRequest, team_id: str) -> HttpResponse:
 @page
 def token_create(request: HttpRequest) -> HttpResponse:
     assert isinstance(request.user, User)  # @page: logged in
-    _, raw = services.api_token_create(user=request.user, name=request.POST.get("name", ""))
+    try:
+        _, raw = services.api_token_create(user=request.user, name=request.POST.get("name", ""))
+    except Invalid as exc:
+        messages.error(request, str(exc))
+        return redirect("teams:page")
     # Shown once, on the next page view, then gone from the session.
     request.session["new_token"] = raw
     return redirect("teams:page")
