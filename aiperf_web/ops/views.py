@@ -1,5 +1,7 @@
-"""`/healthz` and `/metrics`: no login (probes and scrapers have none); `/metrics` asks for
-`Authorization: Bearer <AIPERF_METRICS_TOKEN>` when that setting is set."""
+"""`/healthz` and `/metrics`: no login (probes and scrapers have none). `/metrics` asks for
+`Authorization: Bearer <AIPERF_METRICS_TOKEN>` when that setting is set; without one it is
+open only when AIPERF_METRICS_OPEN says so (by default on the embedded shape alone: run counts
+and worker pids are nobody's business on a served site)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,12 @@ def metrics(request: HttpRequest) -> HttpResponse:
             response = HttpResponse("bearer token required\n", status=401)
             response["WWW-Authenticate"] = "Bearer"
             return response
+    elif not settings.AIPERF_METRICS_OPEN:
+        return HttpResponse(
+            "/metrics is closed: set AIPERF_METRICS_TOKEN on the server and scrape with "
+            "Authorization: Bearer <it> (or AIPERF_METRICS_OPEN=1 to open it to anyone)\n",
+            status=403,
+        )
     try:
         body = metrics_text()
     except DatabaseError as exc:

@@ -4,12 +4,16 @@
   production shape (`manage.py serve`: uvicorn and its Celery worker process, PostgreSQL,
   Redis) must leave it holding a bounded number of connections and answer no 5xx.
 - `/healthz` says what works; it answers 503 naming the database when that is unreachable.
-- `/metrics` is Prometheus text and counts a run by status once it ran.
+- `/metrics` is Prometheus text and counts a run by status once it ran; it asks for its token
+  when one is set, and without one is open only on the embedded shape or when the operator
+  opens it (AIPERF_METRICS_OPEN).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,7 @@ from aiperf_web.ops.viewers import viewer_join
 from aiperf_web.teams.services import api_token_create, team_create
 from runner.servermetrics.exposition import Exposition, parse_exposition
 from tests.infra import needs
-from tests.web.conftest import World, _test_database_url
+from tests.web.conftest import ROOT, World, _test_database_url
 
 # What the whole service (web process with its reaper thread, worker parent, worker children)
 # may hold on the database after, and during, a burst of 16 concurrent clients.
@@ -131,11 +135,12 @@ def test_healthz_answers_503_naming_the_database_when_it_is_unreachable(tmp_path
 
 
 def test_metrics_count_a_run_by_status_once_it_ran(
-    live_world: World, wait_for: Callable[..., Any]
+    live_world: World, wait_for: Callable[..., Any], settings: Any
 ) -> None:
     world = live_world
-    anonymous = Client()
-    before = _metrics(anonymous.get("/metrics").content.decode())
+    settings.AIPERF_METRICS_TOKEN = "scrape-secret"  # closed without one in production
+    scraper = Client(HTTP_AUTHORIZATION="Bearer scrape-secret")
+    before = _metrics(scraper.get("/metrics").content.decode())
     succeeded = _value(before, "aiperf_runs", status="succeeded")
     assert succeeded is not None and succeeded >= 1  # the world's finished run
 
@@ -153,7 +158,7 @@ def test_metrics_count_a_run_by_status_once_it_ran(
         every_s=0.2,
     )
 
-    reply = anonymous.get("/metrics")
+    reply = scraper.get("/metrics")
     assert reply.status_code == 200
     assert reply["Content-Type"].startswith("text/plain; version=0.0.4")
     after = _metrics(reply.content.decode())
@@ -176,6 +181,45 @@ def test_metrics_count_open_websocket_viewers(db: Any) -> None:
     viewer.leave()
     viewer.leave()  # a second disconnect counts once
     assert viewers() == start
+
+
+@pytest.mark.parametrize("shape", ["embedded", "production"])
+def test_metrics_without_a_token_are_open_only_on_purpose(
+    db: Any, settings: Any, shape: str
+) -> None:
+    # The default follows the shape the settings were read in: open on a laptop (neither
+    # DATABASE_URL nor REDIS_URL), closed on a served site (either set).
+    environ = {} if shape == "embedded" else {"REDIS_URL": "redis://127.0.0.1:6379/0"}
+    settings.AIPERF_METRICS_OPEN = _metrics_open_default(environ)
+    settings.AIPERF_METRICS_TOKEN = ""
+    reply = Client().get("/metrics")
+    if shape == "embedded":
+        assert reply.status_code == 200
+        assert _value(_metrics(reply.content.decode()), "aiperf_runs", status="queued") is not None
+    else:
+        assert reply.status_code == 403
+        text = reply.content.decode()
+        assert "AIPERF_METRICS_TOKEN" in text and "AIPERF_METRICS_OPEN=1" in text
+        assert "aiperf_runs" not in text
+        settings.AIPERF_METRICS_OPEN = True  # the operator opens it on purpose
+        assert Client().get("/metrics").status_code == 200
+
+
+def _metrics_open_default(environ: dict[str, str]) -> bool:
+    """AIPERF_METRICS_OPEN as settings.py reads it from `environ` (the settings module itself,
+    in a child interpreter: the test process's settings are already read)."""
+    unset = ("DATABASE_URL", "REDIS_URL", "AIPERF_METRICS_OPEN")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    code = "from django.conf import settings; print(settings.AIPERF_METRICS_OPEN)"
+    out = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
+        env={**env, **environ, "DJANGO_SETTINGS_MODULE": "aiperf_web.settings"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {"True": True, "False": False}[out.stdout.strip().splitlines()[-1]]
 
 
 def test_metrics_ask_for_the_bearer_token_when_one_is_set(db: Any, settings: Any) -> None:

@@ -1,7 +1,7 @@
 """The client address behind a reverse proxy (issue 13 item 7): `manage.py serve` believes
 X-Forwarded-For only from the addresses in AIPERF_TRUSTED_PROXIES, so the login throttle's
-per-address count follows the real client behind a trusted proxy and cannot be dodged by a
-client that writes the header itself."""
+count per (username, address) follows the real client behind a trusted proxy and cannot be
+dodged by a client that writes the header itself."""
 
 from __future__ import annotations
 
@@ -87,15 +87,15 @@ def test_a_client_cannot_dodge_the_address_lock_with_x_forwarded_for_by_default(
 ) -> None:
     with _serve(tmp_path) as base:
         for n in range(MAX_FAILURES):
-            assert _login(base, f"nobody-{n}", "x", forwarded_for=f"203.0.113.{n}") == 200
-        # Every failure came from 127.0.0.1, whatever the header said: that address is locked.
+            assert _login(base, "admin", f"guess-{n}", forwarded_for=f"203.0.113.{n}") == 200
+        # Every failure came from 127.0.0.1, whatever the header said: admin is locked there.
         assert _login(base, "admin", PASSWORD, forwarded_for="203.0.113.200") == 200
 
 
 def test_behind_a_trusted_proxy_the_lock_follows_the_forwarded_client(tmp_path: Path) -> None:
     with _serve(tmp_path, AIPERF_TRUSTED_PROXIES="127.0.0.1") as base:
         for n in range(MAX_FAILURES):
-            assert _login(base, f"nobody-{n}", "x", forwarded_for="203.0.113.7") == 200
+            assert _login(base, "admin", f"guess-{n}", forwarded_for="203.0.113.7") == 200
         assert _login(base, "admin", PASSWORD, forwarded_for="203.0.113.7") == 200, "locked"
         assert _login(base, "admin", PASSWORD, forwarded_for="203.0.113.8") == 302
 
@@ -104,5 +104,5 @@ def test_x_forwarded_for_from_an_untrusted_peer_is_ignored(tmp_path: Path) -> No
     # A proxy is configured, but this client (127.0.0.1) is not it.
     with _serve(tmp_path, AIPERF_TRUSTED_PROXIES="10.255.0.1") as base:
         for n in range(MAX_FAILURES):
-            assert _login(base, f"nobody-{n}", "x", forwarded_for=f"203.0.113.{n}") == 200
+            assert _login(base, "admin", f"guess-{n}", forwarded_for=f"203.0.113.{n}") == 200
         assert _login(base, "admin", PASSWORD, forwarded_for="203.0.113.200") == 200
