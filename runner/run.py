@@ -23,7 +23,7 @@ from runner.errors import SpecError, Stopped
 from runner.fleet import FleetPlan, LocalHosts, fleet_loop, host_groups
 from runner.metrics.histogram import LatencyHistogram
 from runner.output import LATENCY_KEYS, SUMMARY_KEYS, RunStatus, Sink, Summary
-from runner.servermetrics import ServerMetricsScraper, same_origin
+from runner.servermetrics import ServerMetricsScraper, scrape_headers
 from runner.sim.simulator import SimConfig, simulate
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
@@ -262,12 +262,13 @@ def _simulate(
 
 def _metrics_scraper(target: EndpointTarget, sink: Sink | None) -> ServerMetricsScraper:
     url = target.metrics_scrape_url
-    headers: dict[str, str] = {}
-    # The endpoint's key and headers go to the endpoint's own origin, never to another host.
-    if url is not None and same_origin(url, target.url):
-        headers.update(target.headers)
-        if target.api_key_value:
-            headers["authorization"] = f"Bearer {target.api_key_value}"
+    headers = (
+        {}
+        if url is None
+        else scrape_headers(
+            url, endpoint_url=target.url, headers=target.headers, api_key=target.api_key_value
+        )
+    )
     return ServerMetricsScraper(
         url,
         interval_s=target.metrics_interval_s,

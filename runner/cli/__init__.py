@@ -13,7 +13,16 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn, Protocol, cast
 
-from runner.cli import bench, client_worker, demo, inspect, mock_server, replay, simulate
+from runner.cli import (
+    bench,
+    client_worker,
+    demo,
+    inspect,
+    mock_server,
+    replay,
+    simulate,
+    sweep,
+)
 from runner.errors import BadInput, RunnerError
 
 __all__ = ["main"]
@@ -23,7 +32,7 @@ EXIT_BROKEN_PIPE = 141
 
 # Subcommand modules, in the order --help lists them. Imported plainly: each keeps its own
 # heavy dependencies (the mock's server stack, benchmarks) inside the handler that needs them.
-_COMMANDS = (simulate, replay, mock_server, inspect, bench, demo, client_worker)
+_COMMANDS = (simulate, replay, sweep, mock_server, inspect, bench, demo, client_worker)
 
 
 class _Command(Protocol):

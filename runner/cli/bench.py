@@ -52,6 +52,28 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(handler=_run_sim)
 
+    sweep = kinds.add_parser(
+        "sweep",
+        help="the simulated twin of a 5-point x 2-arm sweep: wall time",
+        description="Simulate concurrency 1, 2, 4, 8, 16 for lineage and conversation "
+        "(dynamo-headers, simulated Dynamo 1.6) with the points in parallel processes.",
+    )
+    sweep.add_argument(
+        "--duration", type=float, default=1800.0, metavar="S", help="simulated seconds per run"
+    )
+    sweep.add_argument(
+        "--processes", type=int, default=None, metavar="N", help="default: one per core"
+    )
+    sweep.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="replay this trace 100x faster (default: the synthetic workload)",
+    )
+    sweep.add_argument("--json", action="store_true", help="print one JSON object")
+    sweep.set_defaults(handler=_run_sweep)
+
     client = kinds.add_parser(
         "client",
         help="HTTP client throughput and TTFT against an endpoint",
@@ -179,6 +201,13 @@ def _run_sim(args: argparse.Namespace) -> int:
     else:
         print_table(result, title="simulator")
     return 0
+
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    from runner.bench.sweep import bench_sweep
+
+    figures = bench_sweep(duration_s=args.duration, processes=args.processes, trace=args.trace)
+    return _print(figures, args.json, "sweep (simulated twin)")
 
 
 def _run_client(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ reads argparse namespaces.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any, get_args
 
@@ -36,11 +37,14 @@ from runner.spec import (
 from runner.trace import DEFAULT_MAX_BYTES
 
 __all__ = [
+    "API_KEY_ENV",
     "add_cluster_options",
+    "add_endpoint_options",
     "add_trace_size_option",
     "add_workload_options",
     "build_spec",
     "endpoint_target",
+    "endpoint_target_from_args",
     "simulated_target",
     "trace_size_limit",
 ]
@@ -50,6 +54,9 @@ HEADER_AFFINITY_MODES: tuple[str, ...] = get_args(HeaderAffinityMode)
 # Defaults come from the spec's own fields, so the CLI and the service never disagree.
 _SPEC = RunSpec.model_fields
 _SIM = SimulatedTarget.model_fields
+_TARGET = EndpointTarget.model_fields
+
+API_KEY_ENV = "AIPERF_API_KEY"
 
 
 def _default(fields: dict[str, Any], name: str) -> Any:
@@ -275,6 +282,94 @@ def trace_size_limit(args: argparse.Namespace) -> int:
     if not 0 < limit <= MAX_TRACE_BYTES / 2**20:
         raise SpecError(f"--max-trace-mb must be in (0, {MAX_TRACE_BYTES / 2**20:g}], got {limit}")
     return int(limit * 2**20)
+
+
+def add_endpoint_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """A live endpoint's options (`replay`, and `sweep --endpoint`); `required=False` when the
+    command also runs without one, and then `--model` is checked with `--endpoint`."""
+    target = parser.add_argument_group("endpoint")
+    target.add_argument(
+        "--endpoint",
+        required=required,
+        default=None,
+        metavar="URL",
+        help="base URL, e.g. http://127.0.0.1:8000 (or .../v1)",
+    )
+    target.add_argument(
+        "--model", required=required, default=None, metavar="NAME", help="model name to request"
+    )
+    target.add_argument(
+        "--api-key",
+        default=None,
+        metavar="KEY",
+        help=f"API key (default: ${API_KEY_ENV}); sent, never logged",
+    )
+    target.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="extra header on every request (repeatable)",
+    )
+    target.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="first-byte and stall timeout per request (default 300)",
+    )
+    target.add_argument(
+        "--failure-threshold",
+        type=int,
+        default=50,
+        metavar="N",
+        help="stop early after N consecutive failed requests (0: never)",
+    )
+    target.add_argument(
+        "--no-worker-id",
+        action="store_true",
+        help="do not ask for nvext.worker_id (endpoints that reject nvext)",
+    )
+    target.add_argument(
+        "--metrics-url",
+        default=_TARGET["metrics_url"].default,
+        metavar="URL|off",
+        help="the server's Prometheus page, scraped during the run (default: /metrics on the "
+        "endpoint's origin; off: none)",
+    )
+    target.add_argument(
+        "--metrics-interval",
+        type=float,
+        default=_TARGET["metrics_interval_s"].default,
+        metavar="S",
+        help=f"seconds between scrapes (default {_TARGET['metrics_interval_s'].default:g})",
+    )
+
+
+def endpoint_target_from_args(args: argparse.Namespace) -> EndpointTarget:
+    """The endpoint `add_endpoint_options` describes."""
+    if args.model is None:
+        raise SpecError("--endpoint needs --model NAME (the model to request)")
+    return endpoint_target(
+        {
+            "url": args.endpoint,
+            "model": args.model,
+            "api_key": args.api_key or os.environ.get(API_KEY_ENV) or None,
+            "headers": dict(_header(h) for h in args.header),
+            "read_timeout_s": args.timeout,
+            "want_worker_id": not args.no_worker_id,
+            "failure_threshold": args.failure_threshold,
+            "metrics_url": args.metrics_url,
+            "metrics_interval_s": args.metrics_interval,
+        }
+    )
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise SpecError(f"--header {text!r} is not NAME:VALUE")
+    return name.strip(), value.strip()
 
 
 def endpoint_target(data: dict[str, Any]) -> EndpointTarget:

@@ -12,17 +12,17 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from runner.cli.options import add_workload_options, build_spec, endpoint_target
+from runner.cli.options import (
+    add_endpoint_options,
+    add_workload_options,
+    build_spec,
+    endpoint_target_from_args,
+)
 from runner.cli.output import print_json, print_table
 from runner.errors import SpecError
 from runner.fleet import FleetPlan
 from runner.output import RecordDict, Snapshot
 from runner.run import run as run_spec
-from runner.spec import EndpointTarget
-
-_TARGET = EndpointTarget.model_fields
-
-API_KEY_ENV = "AIPERF_API_KEY"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,60 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Replay agent trees over HTTP with the same routing and affinity as "
         "`simulate`; the endpoint is checked before the run starts.",
     )
-    target = parser.add_argument_group("endpoint")
-    target.add_argument(
-        "--endpoint",
-        required=True,
-        metavar="URL",
-        help="base URL, e.g. http://127.0.0.1:8000 (or .../v1)",
-    )
-    target.add_argument("--model", required=True, metavar="NAME", help="model name to request")
-    target.add_argument(
-        "--api-key",
-        default=None,
-        metavar="KEY",
-        help=f"API key (default: ${API_KEY_ENV}); sent, never logged",
-    )
-    target.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="NAME:VALUE",
-        help="extra header on every request (repeatable)",
-    )
-    target.add_argument(
-        "--timeout",
-        type=float,
-        default=300.0,
-        metavar="S",
-        help="first-byte and stall timeout per request (default 300)",
-    )
-    target.add_argument(
-        "--failure-threshold",
-        type=int,
-        default=50,
-        metavar="N",
-        help="stop early after N consecutive failed requests (0: never)",
-    )
-    target.add_argument(
-        "--no-worker-id",
-        action="store_true",
-        help="do not ask for nvext.worker_id (endpoints that reject nvext)",
-    )
-    target.add_argument(
-        "--metrics-url",
-        default=_TARGET["metrics_url"].default,
-        metavar="URL|off",
-        help="the server's Prometheus page, scraped during the run (default: /metrics on the "
-        "endpoint's origin; off: none)",
-    )
-    target.add_argument(
-        "--metrics-interval",
-        type=float,
-        default=_TARGET["metrics_interval_s"].default,
-        metavar="S",
-        help=f"seconds between scrapes (default {_TARGET['metrics_interval_s'].default:g})",
-    )
+    add_endpoint_options(parser)
     add_workload_options(parser)
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -135,19 +82,7 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError("a live replay needs a stop: --duration S, --requests N or --max-trees N")
     if args.summary is not None and args.summary.suffix not in (".json", ".csv"):
         raise SpecError(f"--summary {args.summary}: use a .json or .csv file name")
-    target = endpoint_target(
-        {
-            "url": args.endpoint,
-            "model": args.model,
-            "api_key": args.api_key or os.environ.get(API_KEY_ENV) or None,
-            "headers": dict(_header(h) for h in args.header),
-            "read_timeout_s": args.timeout,
-            "want_worker_id": not args.no_worker_id,
-            "failure_threshold": args.failure_threshold,
-            "metrics_url": args.metrics_url,
-            "metrics_interval_s": args.metrics_interval,
-        }
-    )
+    target = endpoint_target_from_args(args)
     spec = build_spec(args, target=target)
     fleet = None
     if args.client_workers_per_host != 1 and not args.client_worker_processes:
@@ -243,13 +178,6 @@ def _for_table(summary: dict[str, Any]) -> dict[str, Any]:
     if isinstance(server, dict) and "series" in server:
         summary["server_metrics"] = {k: v for k, v in server.items() if k != "series"}
     return summary
-
-
-def _header(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition(":")
-    if not sep or not name.strip():
-        raise SpecError(f"--header {text!r} is not NAME:VALUE")
-    return name.strip(), value.strip()
 
 
 def _write_summary(path: Path, summary: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ from runner.servermetrics.scraper import (
     ServerMetricsScraper,
     metrics_url_for,
     same_origin,
+    scrape_headers,
 )
 from runner.servermetrics.shapes import (
     FigureStats,
@@ -49,4 +50,5 @@ __all__ = [
     "parse_exposition",
     "read_exposition",
     "same_origin",
+    "scrape_headers",
 ]

@@ -21,7 +21,13 @@ from runner.servermetrics.catalogue import Reading, read_exposition
 from runner.servermetrics.exposition import parse_exposition
 from runner.servermetrics.shapes import ServerMetricsSummary, ServerMetricsView
 
-__all__ = ["METRICS_OFF", "ServerMetricsScraper", "metrics_url_for", "same_origin"]
+__all__ = [
+    "METRICS_OFF",
+    "ServerMetricsScraper",
+    "metrics_url_for",
+    "same_origin",
+    "scrape_headers",
+]
 
 METRICS_OFF: Final = "off"
 _MAX_BYTES: Final = 8 * 1024 * 1024  # a /metrics page of a big vLLM deployment is ~1 MB
@@ -46,6 +52,19 @@ def metrics_url_for(endpoint_url: str, setting: str | None) -> str | None:
 def same_origin(a: str, b: str) -> bool:
     ua, ub = httpx.URL(a), httpx.URL(b)
     return (ua.scheme, ua.host, ua.port) == (ub.scheme, ub.host, ub.port)
+
+
+def scrape_headers(
+    url: str, *, endpoint_url: str, headers: Mapping[str, str], api_key: str | None
+) -> dict[str, str]:
+    """What a scrape of `url` sends: the endpoint's headers and API key, but only to the
+    endpoint's own origin, never to another host."""
+    if not same_origin(url, endpoint_url):
+        return {}
+    sent = dict(headers)
+    if api_key:
+        sent["authorization"] = f"Bearer {api_key}"
+    return sent
 
 
 class _ScrapeError(Exception):
