@@ -156,10 +156,26 @@ class WaitOut(Schema):
     running: int = Field(description="runs executing, of every team")
 
 
+class ProgressOut(Schema):
+    t_s: float | None = Field(description="run time of the snapshot")
+    progress: float | None = Field(description="0..1 of the nearest stop condition")
+    eta_s: float | None
+    requests: int | None = Field(description="requests that ended (warmup not counted)")
+    errors: int | None
+    in_flight: int | None
+    ttft_ms: dict[str, float | None] | None = Field(description="p50, p90, p99 so far")
+    worker_switches: int | None = Field(description="a session moved to another client worker")
+    orphaned_session_copies: int | None = Field(
+        description="session copies left on client workers their session no longer uses"
+    )
+
+
 class RunDetailOut(RunOut):
     spec: dict[str, Any]
     overrides: dict[str, Any]
-    progress: dict[str, Any] | None
+    progress: ProgressOut | None = Field(
+        description="the latest live snapshot's key figures; null before the first"
+    )
     verdict: VerdictOut
     waiting: WaitOut | None = Field(
         description="a queued run: why it has not started and its place in line; else null"
@@ -247,9 +263,12 @@ def _run_detail(r: Run) -> dict[str, Any]:
     progress = None
     if latest is not None:
         d = latest.data
-        progress = {
-            k: d.get(k) for k in ("t_s", "progress", "eta_s", "requests", "errors", "in_flight")
-        }
+        keys = ("t_s", "progress", "eta_s", "requests", "errors", "in_flight", "ttft_ms")
+        progress = {k: d.get(k) for k in keys}
+        # What tells a leak as it grows (`python -m runner service watch` shows them live).
+        routing = d.get("routing") or {}
+        progress["worker_switches"] = routing.get("worker_switches")
+        progress["orphaned_session_copies"] = routing.get("orphaned_session_copies")
     return {
         **_run_out(r),
         "spec": r.spec,

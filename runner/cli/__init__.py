@@ -20,6 +20,7 @@ from runner.cli import (
     inspect,
     mock_server,
     replay,
+    service,
     simulate,
     sweep,
 )
@@ -32,7 +33,7 @@ EXIT_BROKEN_PIPE = 141
 
 # Subcommand modules, in the order --help lists them. Imported plainly: each keeps its own
 # heavy dependencies (the mock's server stack, benchmarks) inside the handler that needs them.
-_COMMANDS = (simulate, replay, sweep, mock_server, inspect, bench, demo, client_worker)
+_COMMANDS = (simulate, replay, sweep, service, mock_server, inspect, bench, demo, client_worker)
 
 
 class _Command(Protocol):

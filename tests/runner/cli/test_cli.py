@@ -34,7 +34,7 @@ def test_help_lists_every_subcommand(capsys):
         main(["--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    for command in ("simulate", "replay", "mock-server", "inspect", "bench", "demo"):
+    for command in ("simulate", "replay", "mock-server", "inspect", "bench", "demo", "service"):
         assert command in out
 
 
