@@ -28,7 +28,7 @@ _HINTS = {
     400: "the request was malformed",
     401: f"log in again with `{LOGIN_HINT} --url {{url}}`, or pass --token or set {TOKEN_ENV} "
     "(tokens: the Team page, or `manage.py create_api_token <user>`)",
-    403: "your role in the team does not allow it: ask one of its admins",
+    403: "an admin of the team can give you the role",
     404: "it does not exist or belongs to a team you are not in: list what you can see with "
     "`python -m runner service {listing}`",
     413: "send less in one request",
