@@ -183,6 +183,7 @@ class Summary(TypedDict, total=False):
     status: RunStatus
     stopped_reason: str | None
     unavailable: dict[str, str]  # metric -> why the target could not provide it
+    length_scale: float  # the factor asked or fitted, when not 1 (blocks round it down)
     goodput: Goodput
     schedule_lag_ms: Percentiles
     by_depth: dict[str, GroupFigures]  # "0", "1", "2", "3+"

@@ -27,7 +27,9 @@ from runner.servermetrics import ServerMetricsScraper, scrape_headers
 from runner.sim.simulator import SimConfig, simulate
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
+from runner.trace.scale import fitting_factor, scale_traces
 from runner.wallclock import LiveConfig, replay_live
+from runner.wallclock.fit import measure_context
 from runner.wallclock.probe import probe_affinity
 from runner.wallclock.sender import RequestSender
 
@@ -114,6 +116,9 @@ async def run_async(
                     load_workload, spec.workload, seed=spec.seed, stop=load_stop
                 )
             unavailable = await _unless_stopped(_check_endpoint(spec, target, sink), async_stop)
+            loaded, length_scale = await _unless_stopped(
+                _fit_lengths(spec, target, loaded, sink), async_stop
+            )
             config = _live_config(spec, target)
             sender, hosts = await _fleet(spec, config, loaded, fleet, sink, async_stop)
         except Stopped as stopped:
@@ -144,6 +149,8 @@ async def run_async(
             relay.cancel()
     summary = cast(Summary, result.summary)
     summary["server_metrics"] = scraper.summary()
+    if length_scale != 1:
+        summary["length_scale"] = length_scale
     if unavailable:
         summary["unavailable"] = unavailable
         if "prefix_cache_hit_ratio" in unavailable:
@@ -188,6 +195,33 @@ async def _check_endpoint(
         for metric, why in unavailable.items():
             sink.log("warning", f"{metric} unavailable: {why}")
     return unavailable
+
+
+async def _fit_lengths(
+    spec: RunSpec, target: EndpointTarget, traces: list[Trace], sink: Sink | None
+) -> tuple[list[Trace], float]:
+    """The workload scaled by `length_scale`, or, with `fit_context`, by the largest factor up
+    to it at which every request fits the endpoint's context window; and that factor."""
+    factor = spec.length_scale
+    if spec.fit_context:
+        cost = await measure_context(
+            target.url,
+            model=target.model,
+            api_key=target.api_key_value,
+            headers=target.headers,
+            timeout_s=target.read_timeout_s,
+        )
+        factor = await asyncio.to_thread(fitting_factor, traces, cost, cap=factor)
+        if sink is not None:
+            sink.log(
+                "info",
+                f"fit_context: lengths x{factor:.4g} fit every request in the endpoint's "
+                f"{cost.max_model_len} tokens ({cost.per_word:.2f} of its tokens per trace "
+                f"token with a margin, {cost.overhead:.0f} more per request)",
+            )
+    elif factor != 1 and sink is not None:
+        sink.log("info", f"length_scale: every prompt and output length x{factor:.4g}")
+    return await asyncio.to_thread(scale_traces, traces, factor), factor
 
 
 async def _unless_stopped(work: Awaitable[_T], stop: asyncio.Event) -> _T:
@@ -246,7 +280,7 @@ def _simulate(
         )
     except Stopped as stopped:
         return _stopped_before_start(stopped, sink)
-    trees = [tree for trace in loaded for tree in trace.trees]
+    trees = [tree for trace in scale_traces(loaded, spec.length_scale) for tree in trace.trees]
     config = SimConfig(
         replay=spec.replay_config(),
         engine=spec.engine_config(),
@@ -257,7 +291,10 @@ def _simulate(
     )
     result = simulate(trees, config, sink=sink, stop=stop)
     reason = "cancelled" if result.cancelled else result.stopped_reason
-    return _finish(cast(Summary, result.summary), reason)
+    summary = cast(Summary, result.summary)
+    if spec.length_scale != 1:
+        summary["length_scale"] = spec.length_scale
+    return _finish(summary, reason)
 
 
 def _metrics_scraper(target: EndpointTarget, sink: Sink | None) -> ServerMetricsScraper:

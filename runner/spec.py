@@ -456,6 +456,21 @@ class RunSpec(BaseModel):
         default=True,
         description="a marker per replayed tree instance: two lanes never share prefix cache",
     )
+    length_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="multiplies every prompt and output length of the workload, its hash-id "
+        "blocks included, so shared prefixes stay shared (rounded down to whole tokens per "
+        "block): a trace recorded on a long-context model replayed on a small one",
+    )
+    fit_context: bool = Field(
+        default=False,
+        description="live runs: shrink lengths further, when needed, until the longest request "
+        "fits the endpoint's max_model_len (read from /v1/models, the server's tokens per word "
+        "measured with two test prompts); refused when the endpoint does not say it or nothing "
+        "fits",
+    )
     snapshot_interval_s: float = Field(
         default=1.0, ge=0.1, le=3600, description="run time between live snapshots"
     )
@@ -507,6 +522,11 @@ class RunSpec(BaseModel):
                 "closed timing on an instant cluster (time_scale 0) never moves the simulated "
                 "clock: give max_requests or max_trees, or a time_scale of at least "
                 f"{MIN_TIME_SCALE}"
+            )
+        if self.fit_context and isinstance(self.target, SimulatedTarget):
+            raise ValueError(
+                "fit_context reads a live endpoint's max_model_len: a simulated run has none "
+                "(give length_scale as a factor instead)"
             )
         if self.client_worker_processes and isinstance(self.target, SimulatedTarget):
             raise ValueError(

@@ -162,6 +162,20 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         help="requests issued in the first S seconds are not measured",
     )
     timing.add_argument(
+        "--length-scale",
+        type=float,
+        default=_default(_SPEC, "length_scale"),
+        metavar="X",
+        help="multiply every prompt and output length by X (0 < X <= 1), shared prefixes kept: "
+        "a long-context trace on a small model (default 1)",
+    )
+    timing.add_argument(
+        "--fit-context",
+        action="store_true",
+        help="live runs: shrink lengths further, when needed, so the longest request fits "
+        "the endpoint's max_model_len (read from /v1/models)",
+    )
+    timing.add_argument(
         "--prime",
         action="store_true",
         help="with a start window: first send each live stream's last turn before t* "
@@ -424,6 +438,8 @@ def _build_spec(args: argparse.Namespace, target: Target) -> RunSpec:
             "speedup": args.speedup,
             "warmup_s": args.warmup,
             "prime": args.prime,
+            "length_scale": args.length_scale,
+            "fit_context": args.fit_context,
             "slo_ttft_ms": args.slo_ttft_ms,
             "slo_itl_ms": args.slo_itl_ms,
             "slo_latency_ms": args.slo_latency_ms,
