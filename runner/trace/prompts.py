@@ -46,6 +46,7 @@ def prompt_words() -> tuple[str, ...]:
     word counts a prompt's tokens as this project does (scripts/vllm-cpu.sh's `words` model)."""
     return _VOCABULARY
 
+
 # Fresh (uncacheable) words come from one long pool read at a per-request seeded offset: a
 # string slice instead of sampling thousands of words per request. The pool is stored twice
 # so any window of up to _POOL_WORDS words is one slice.
