@@ -1,12 +1,13 @@
 """`fit_context`: how much of a live endpoint's context window a workload's requests take, so
 the run can shrink them to fit (runner/trace/scale.py does the shrinking).
 
-The window is the model's `max_model_len` from `/v1/models` (vLLM and SGLang list it). A trace
-counts words, the server counts its own tokens: two one-token requests of synthesized words,
-short and long (from the same word pool every replayed prompt is made of, behind a tree
-marker), give the server's tokens per word and its fixed cost per request (the chat template
-and marker) from `usage.prompt_tokens`. A margin covers how the words of one prompt differ
-from the sample's. Nothing is cached for later: the texts are fresh words under a random salt.
+The window is the model's `max_model_len` from `/v1/models` (vLLM and SGLang list it; a Dynamo
+frontend says `context_window`). A trace counts words, the server counts its own tokens: two
+one-token requests of synthesized words, short and long (from the same word pool every replayed
+prompt is made of, behind a tree marker), give the server's tokens per word and its fixed cost
+per request (the chat template and marker) from `usage.prompt_tokens`. A margin covers how the
+words of one prompt differ from the sample's. Nothing is cached for later: the texts are fresh
+words under a random salt.
 """
 
 from __future__ import annotations
@@ -71,7 +72,10 @@ async def _max_model_len(client: InferenceClient, model: str) -> int:
     try:
         response = await client.get("/v1/models")
         entries = json.loads(response.content)["data"] if response.status_code == 200 else []
-        found = [e.get("max_model_len") for e in entries if e.get("id") == model]
+        # vLLM and SGLang say max_model_len, a Dynamo frontend context_window.
+        found = [
+            e.get("max_model_len", e.get("context_window")) for e in entries if e.get("id") == model
+        ]
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise EndpointError(
             f"fit_context: cannot read the models of {url} ({type(exc).__name__}); {fix}",
@@ -80,7 +84,8 @@ async def _max_model_len(client: InferenceClient, model: str) -> int:
     if not found or not isinstance(found[0], int) or found[0] <= 0:
         raise EndpointError(
             f"fit_context: {url} does not give a max_model_len for model {model!r} (vLLM and "
-            f"SGLang list one; this server does not); {fix}",
+            f"SGLang list one, a Dynamo frontend its engine's context_window, 0 for a mocker); "
+            f"{fix}",
             url=url,
         )
     return found[0]

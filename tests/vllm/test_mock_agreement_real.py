@@ -40,7 +40,8 @@ BLOCK = 128  # vLLM's CPU default block size, in tokens
 CACHE_BLOCKS = 16_384  # VLLM_CPU_KVCACHE_SPACE=2 GiB of this model: 2,097,152 tokens
 
 # Agent trees whose requests never overlap: one subagent per spawn, the parent waiting for it.
-# 8 trees on 4 lanes: each lane replays two, so every tree is replayed exactly once.
+# One lane per tree: each lane replays its own tree once, whatever the servers' speeds (with
+# fewer lanes a fast lane would start a tree again before a slow one took its second).
 SEQUENTIAL = SyntheticConfig(
     seed=21,
     trees=8,
@@ -90,7 +91,7 @@ def replay(
 ) -> tuple[RunResult, dict[tuple[str, int], RecordDict]]:
     spec = parse_spec(
         {
-            "concurrency": 4,
+            "concurrency": SEQUENTIAL.trees,
             "max_trees": SEQUENTIAL.trees,
             "speedup": 5,
             "seed": 3,
