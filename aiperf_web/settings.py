@@ -333,6 +333,22 @@ AIPERF_STALE_RUN_S = env_int("AIPERF_STALE_RUN_S", 30)
 # once (a worker passes over a team at its cap and claims another team's run instead).
 AIPERF_TEAM_MAX_QUEUED = env_int("AIPERF_TEAM_MAX_QUEUED", 20)
 AIPERF_TEAM_MAX_RUNNING = env_int("AIPERF_TEAM_MAX_RUNNING", 4)
+# The line (runs/line.py): a team runs at most this share of the worker slots seen (at least
+# one), under AIPERF_TEAM_MAX_RUNNING; a launch longer than AIPERF_TEAM_MAX_RUN_S (duration_s
+# of a live run) is refused with a 422 naming the limit.
+AIPERF_TEAM_SLOT_SHARE = env_float("AIPERF_TEAM_SLOT_SHARE", 1.0)
+AIPERF_TEAM_MAX_RUN_S = env_int("AIPERF_TEAM_MAX_RUN_S", 21600)
+# The endpoint lease: runs on one endpoint never overlap unless a run sets allow_overlap; the
+# next starts once the server's /metrics show nothing running or queued (waiting at most
+# AIPERF_ENDPOINT_DRAIN_TIMEOUT_S), or after AIPERF_ENDPOINT_COOLDOWN_S of quiet since the last
+# run on it ended where the endpoint has no such metrics.
+AIPERF_ENDPOINT_COOLDOWN_S = env_float("AIPERF_ENDPOINT_COOLDOWN_S", 5.0)
+AIPERF_ENDPOINT_DRAIN_TIMEOUT_S = env_float("AIPERF_ENDPOINT_DRAIN_TIMEOUT_S", 120.0)
+# A database outage a running run rides out (runs/sink.py, heartbeats, its final save): writes
+# retry with backoff, records wait in a buffer of at most AIPERF_DB_OUTAGE_BUFFER; past
+# AIPERF_DB_OUTAGE_S without a successful write the run fails, keeping what it stored.
+AIPERF_DB_OUTAGE_S = env_float("AIPERF_DB_OUTAGE_S", 60.0)
+AIPERF_DB_OUTAGE_BUFFER = env_int("AIPERF_DB_OUTAGE_BUFFER", 50000)
 # The limits of a finished run's own checks (runs/verdict.py), with or without a baseline.
 # Errors over the requests that ran their course: above 1 in 100 the latency figures describe
 # the requests that survived, and a gate should stop there.
