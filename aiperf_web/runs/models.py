@@ -76,6 +76,11 @@ class Run(PublicModel):
     after = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # The endpoint lease (runs.line): a run on an endpoint waits while another runs on it,
+    # unless it sets allow_overlap. An overlap that happened is kept on both runs, as a list of
+    # {"run": uuid, "name": "scenario on endpoint", "at": ISO time it began}.
+    allow_overlap = models.BooleanField(default=False)
+    overlaps = models.JSONField(default=list, blank=True)
 
     class Meta:
         indexes = [
