@@ -1,6 +1,6 @@
 """The Celery worker `manage.py serve` starts: in the embedded default a WorkController on the
 in-memory broker, in a thread of the web process; with Redis a `celery -A aiperf_web worker -Q
-runs` child process, whose command line is built here (so is bench_web's). Either consumes the
+runs` child process, whose command line is built here (bench_web uses it too). Either consumes the
 same `runs` queue with the same task code as the worker processes of production."""
 
 from __future__ import annotations

@@ -519,7 +519,7 @@ class Command(BaseCommand):
         return figures
 
     def _connections(self, user: User) -> dict[str, Any]:
-        from aiperf_web.ops.burst import ConnectionCounter, burst, served
+        from aiperf_web.bench.burst import ConnectionCounter, burst, served
 
         if connection.vendor != "postgresql":
             return {"error": "needs PostgreSQL (DATABASE_URL): SQLite has no connections to count"}
