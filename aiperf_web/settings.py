@@ -105,12 +105,12 @@ INSTALLED_APPS = [
     "aiperf_web.endpoints",
     "aiperf_web.scenarios",
     "aiperf_web.runs",
+    "aiperf_web.sweeps",  # issue 20: sweeps of runs along a load axis
     "aiperf_web.api",
     "aiperf_web.live",
     "aiperf_web.reports",
     "aiperf_web.ops",
-    "aiperf_web.stack",  # serve, bootstrap, the embedded worker: above every app
-    "aiperf_web.bench",  # bench_web, bench_live: measure the assembly, beside the stack
+    "aiperf_web.stack",  # serve, bootstrap, bench_web: above every app
 ]
 
 MIDDLEWARE = [

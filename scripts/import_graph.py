@@ -31,11 +31,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("endpoints", "scenarios"),
     ("runs",),
     ("ops",),  # health and metrics read runs; live sockets count their viewers here
-    ("live", "reports"),
+    ("live", "reports", "sweeps"),
     ("api",),
     # The composition root: the Celery app, URL and socket routing, ASGI/WSGI entry points,
-    # the stack (serve, the demo bootstrap, the embedded worker) and the benchmarks.
-    ("__init__", "celery", "urls", "routing", "asgi", "wsgi", "stack", "bench"),
+    # and the stack (serve, the demo bootstrap, the embedded worker, bench_web).
+    ("__init__", "celery", "urls", "routing", "asgi", "wsgi", "stack"),
 )
 
 
