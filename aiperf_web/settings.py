@@ -110,7 +110,8 @@ INSTALLED_APPS = [
     "aiperf_web.live",
     "aiperf_web.reports",
     "aiperf_web.ops",
-    "aiperf_web.stack",  # serve, bootstrap, bench_web: above every app
+    "aiperf_web.stack",  # serve, bootstrap, the embedded worker: above every app
+    "aiperf_web.bench",  # bench_web, bench_live: measure the assembly, beside the stack
 ]
 
 MIDDLEWARE = [

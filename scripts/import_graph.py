@@ -34,8 +34,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("live", "reports", "sweeps"),
     ("api",),
     # The composition root: the Celery app, URL and socket routing, ASGI/WSGI entry points,
-    # and the stack (serve, the demo bootstrap, the embedded worker, bench_web).
-    ("__init__", "celery", "urls", "routing", "asgi", "wsgi", "stack"),
+    # the stack (serve, the demo bootstrap, the embedded worker) and the benchmarks.
+    ("__init__", "celery", "urls", "routing", "asgi", "wsgi", "stack", "bench"),
 )
 
 
