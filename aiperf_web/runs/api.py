@@ -4,6 +4,7 @@ overrides of any RunSpec knob, list and filter, cancel, re-run, and read what a 
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from datetime import date, datetime
 from typing import Any, Literal, Optional, cast
@@ -61,6 +62,11 @@ class RunCreate(Schema):
     overrides: RunOverrides = Field(default_factory=RunOverrides)  # type: ignore[valid-type]
     tags: Tags = []
     notes: Notes = ""
+    allow_overlap: StrictBool = Field(
+        default=False,
+        description="start even while another run uses the endpoint (the endpoint lease is "
+        "skipped; the overlap is recorded on both runs and shown on their reports)",
+    )
 
 
 class RunPatch(Schema):
@@ -69,6 +75,12 @@ class RunPatch(Schema):
     tags: Tags | None = None
     notes: Notes | None = None
     is_baseline: StrictBool | None = None
+
+
+class OverlapOut(Schema):
+    run: UUID
+    name: str = Field(description="scenario on endpoint")
+    at: datetime = Field(description="when the overlap began")
 
 
 class RunOut(Schema):
@@ -95,6 +107,11 @@ class RunOut(Schema):
     records_count: int
     samples_count: int
     rerun_of: UUID | None
+    allow_overlap: bool = Field(description="it may share its endpoint with another run")
+    overlaps: list[OverlapOut] = Field(
+        description="the runs it ran beside on its endpoint (an opted-in overlap), and when "
+        "each overlap began; empty when it had the endpoint to itself"
+    )
 
 
 class CheckOut(Schema):
@@ -141,11 +158,15 @@ class WaitHolderOut(Schema):
 
 
 class WaitOut(Schema):
-    reason: Literal["no_worker", "partner", "team_cap", "slots", "line", "starting"] = Field(
-        description="no_worker: no worker consumed the runs queue within AIPERF_STALE_RUN_S; "
-        "partner: the first run of its A/B pair has not ended; team_cap: its team runs "
-        "AIPERF_TEAM_MAX_RUNNING runs; slots: every worker slot is taken; line: runs ahead of "
-        "it take the free slots; starting: a worker is taking it"
+    reason: Literal["no_worker", "partner", "team_cap", "endpoint", "slots", "line", "starting"] = (
+        Field(
+            description="no_worker: no worker consumed the runs queue within AIPERF_STALE_RUN_S; "
+            "partner: the first run of its A/B pair has not ended; team_cap: its team runs its cap "
+            "(AIPERF_TEAM_MAX_RUNNING, or AIPERF_TEAM_SLOT_SHARE of the worker slots); endpoint: "
+            "another run holds its endpoint (the endpoint lease; waits_for names it); slots: every "
+            "worker slot is taken; line: runs ahead of it take the free slots; starting: a worker "
+            "is taking it"
+        )
     )
     message: str = Field(description="the same in a sentence")
     place: int = Field(description="its place in line: 1 starts next")
@@ -208,23 +229,30 @@ class SamplePage(Schema):
     last_seq: int
 
 
+# Far past any real list, and well inside a 64-bit SQL integer (SQLite overflows past it).
+MAX_OFFSET = 1_000_000_000
+# A day as YYYY-MM-DD, or nothing (the filter is off).
+_DAY = r"^([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))?$"
+_STATUS = Literal["", "queued", "running", "succeeded", "failed", "cancelled"]
+
+
 class RunQuery(Schema):
-    status: Search = ""
+    status: _STATUS = Field(default="", description="one status, or all")
     scenario: Search = ""
     endpoint: Search = ""
     tag: Search = ""
     q: Search = ""
-    created_from: Search = ""
-    created_to: Search = ""
+    created_from: Search = Field(
+        default="", description="YYYY-MM-DD", json_schema_extra={"pattern": _DAY}
+    )
+    created_to: Search = Field(
+        default="", description="YYYY-MM-DD", json_schema_extra={"pattern": _DAY}
+    )
     baseline: bool | None = None
     policy: Search = ""
     scope: Search = ""
-    limit: int = 50
-    offset: int = 0
-
-
-# Far past any real list, and well inside a 64-bit SQL integer (SQLite overflows past it).
-MAX_OFFSET = 1_000_000_000
+    limit: int = Field(default=50, ge=1, le=500)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
 
 
 def _run_out(r: Run, *, listed: bool = False) -> dict[str, Any]:
@@ -255,6 +283,8 @@ def _run_out(r: Run, *, listed: bool = False) -> dict[str, Any]:
         "records_count": r.records_count,
         "samples_count": r.samples_count,
         "rerun_of": r.rerun_of.uuid if r.rerun_of is not None else None,
+        "allow_overlap": r.allow_overlap,
+        "overlaps": r.overlaps or [],
     }
 
 
@@ -283,6 +313,8 @@ def _date(value: str, field: str) -> date | None:
     if not value:
         return None
     try:
+        if not re.fullmatch(_DAY, value):  # fromisoformat takes other forms too (20240131)
+            raise ValueError(value)
         return date.fromisoformat(value)
     except ValueError:
         raise Invalid.field(field, f"{value!r} is not a date (YYYY-MM-DD)") from None
@@ -335,6 +367,7 @@ def run_create(request: HttpRequest, payload: RunCreate) -> Status[Any]:
             overrides=overrides,
             tags=payload.tags,
             notes=payload.notes,
+            allow_overlap=payload.allow_overlap,
         )
         detail = _run_detail(selectors.run_get(user=request.user, run_id=created.uuid))
     return Status(201, detail)
@@ -381,7 +414,10 @@ def run_rerun(request: HttpRequest, run_id: str) -> Status[Any]:
 
 @router.get("/runs/{run_id}/samples", response=SamplePage, tags=["runs"])
 def run_samples(
-    request: HttpRequest, run_id: str, after_seq: int = -1, limit: int = 1000
+    request: HttpRequest,
+    run_id: str,
+    after_seq: int = Query(-1, ge=-1, le=MAX_OFFSET),
+    limit: int = Query(1000, ge=1, le=10_000),
 ) -> dict[str, Any]:
     """The stored snapshots (the live time series) after `after_seq`, in order."""
     if not 1 <= limit <= 10_000:

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from aiperf_web.core.errors import Invalid, TooMany
+from aiperf_web.core.errors import Conflict, Invalid, TooMany
 from aiperf_web.core.limits import NOTES_CHARS, text_within
 from aiperf_web.core.outbound import check_outbound_url
 from aiperf_web.core.specs import spec_json, spec_override
@@ -33,6 +33,7 @@ from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.selectors import endpoint_get
 from aiperf_web.endpoints.services import endpoint_target
 from aiperf_web.runs.fleet import fleet_check
+from aiperf_web.runs.line import lease_log_waiting
 from aiperf_web.runs.models import FINAL, Run, Status, TargetKind
 from aiperf_web.runs.publisher import publish_runs_changed, publish_status, run_state
 from aiperf_web.runs.tickets import tickets_send
@@ -61,11 +62,14 @@ def run_launch(
     rerun_of: Run | None = None,
     after: Run | None = None,
     enqueue: bool = True,
+    allow_overlap: bool = False,
 ) -> Run:
     """Validate everything, store the run `queued`, and enqueue it after commit (unless
     `enqueue` is false: then the caller sends it, as a paired A/B launch chains its runs).
-    `after`: no worker starts this run before that one has ended. TooMany when the team
-    already has AIPERF_TEAM_MAX_QUEUED runs queued."""
+    `after`: no worker starts this run before that one has ended. `allow_overlap`: it may
+    start while another run uses its endpoint (runs.line's endpoint lease; the overlap is
+    recorded on both). TooMany when the team already has AIPERF_TEAM_MAX_QUEUED runs queued;
+    Invalid when a live run's duration_s is over AIPERF_TEAM_MAX_RUN_S."""
     scenario = scenario_get(user=actor, scenario_id=scenario_id)
     require_role(user=actor, team=scenario.team, role=Role.MEMBER)
     overrides = {} if overrides is None else overrides
@@ -105,6 +109,7 @@ def run_launch(
         target_kind = TargetKind.ENDPOINT
     spec = spec_override(spec, overrides, prefix="overrides")
     fleet_check(spec)
+    _check_duration(spec, overrides=overrides)
     if endpoint is not None:
         spec = _affinity_for_endpoint(spec, endpoint=endpoint, overrides=overrides)
         assert isinstance(spec.target, EndpointTarget)
@@ -129,13 +134,40 @@ def run_launch(
             created_by=user_or_none(actor),
             rerun_of=rerun_of,
             after=after,
+            allow_overlap=allow_overlap,
         )
         run_uuid = str(new.uuid)
+        if endpoint is not None:
+            endpoint_pk = endpoint.pk
+            # Its log says which run holds its endpoint, if one does.
+            transaction.on_commit(lambda: _lease_note(endpoint_pk))
         if enqueue:
             transaction.on_commit(lambda: tickets_send(run_uuid))
         # The team's runs lists show it queued.
         transaction.on_commit(lambda: _announce_team(new.team_id))
     return new
+
+
+def _lease_note(endpoint_pk: int) -> None:
+    try:
+        lease_log_waiting(endpoint_pk)
+    except Exception:
+        log.warning("writing the endpoint lease into waiting runs' logs failed", exc_info=True)
+
+
+def _check_duration(spec: RunSpec, *, overrides: Mapping[str, Any]) -> None:
+    """A live run lasts at most AIPERF_TEAM_MAX_RUN_S (so no team holds a slot for long);
+    a simulated one runs in virtual time and takes seconds of a slot whatever its length."""
+    limit = settings.AIPERF_TEAM_MAX_RUN_S
+    if isinstance(spec.target, SimulatedTarget) or spec.duration_s is None:
+        return
+    if spec.duration_s > limit:
+        field = "overrides.duration_s" if "duration_s" in overrides else "duration_s"
+        raise Invalid.field(
+            field,
+            f"{spec.duration_s:g} s is longer than a run may last here: "
+            f"{limit} s (AIPERF_TEAM_MAX_RUN_S); shorten it, or split the run",
+        )
 
 
 def team_lock(team_id: int) -> None:
@@ -169,7 +201,7 @@ def _affinity_for_endpoint(
         if endpoint.affinity_detected:
             why = f"its connection test found {endpoint.affinity_headline}"
         else:
-            why = f"it does not apply to a {endpoint.get_server_kind_display()} endpoint"
+            why = f"it does not apply to {endpoint.kind_with_article} endpoint"
         raise Invalid.field(
             "overrides.affinity",
             f"{spec.affinity} ({asked}) will not work on {endpoint.name}: {why}. "
@@ -192,9 +224,9 @@ def run_rerun(*, actor: AnyUser, run_obj: Run) -> Run:
     """A new run of the same spec (and the same scenario and target, when they still exist)."""
     require_role(user=actor, team=run_obj.team, role=Role.MEMBER)
     if run_obj.scenario is None:
-        raise Invalid.field("scenario", "the scenario of this run was deleted")
+        raise Conflict.field("scenario", "the scenario of this run was deleted")
     if run_obj.target_kind == TargetKind.ENDPOINT and run_obj.endpoint is None:
-        raise Invalid.field("endpoint", "the endpoint of this run was deleted")
+        raise Conflict.field("endpoint", "the endpoint of this run was deleted")
     return run_launch(
         actor=actor,
         scenario_id=run_obj.scenario.uuid,
@@ -202,6 +234,7 @@ def run_rerun(*, actor: AnyUser, run_obj: Run) -> Run:
         overrides=run_obj.overrides,
         tags=run_obj.tag_list,
         rerun_of=run_obj,
+        allow_overlap=run_obj.allow_overlap,
     )
 
 
@@ -232,7 +265,7 @@ def run_update(
 def run_delete(*, actor: AnyUser, run_obj: Run) -> None:
     require_role(user=actor, team=run_obj.team, role=Role.MEMBER)
     if run_obj.is_active:
-        raise Invalid.field("status", "cancel the run before deleting it")
+        raise Conflict.field("status", "cancel the run before deleting it")
     run_obj.delete()
 
 

@@ -19,7 +19,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
@@ -31,9 +31,10 @@ from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.outbound import check_outbound_url
 from aiperf_web.core.specs import spec_parse
 from aiperf_web.core.text import reason_excerpt
+from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.services import endpoint_attach_secrets
 from aiperf_web.runs.fleet import fleet_plan
-from aiperf_web.runs.line import queue_line
+from aiperf_web.runs.line import lease_log_waiting, queue_line
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
 from aiperf_web.runs.publisher import log_line, publish_log
 from aiperf_web.runs.services import run_announce, run_announce_pk, team_lock
@@ -42,6 +43,7 @@ from aiperf_web.runs.sink import RunSink
 from aiperf_web.runs.tickets import tickets_send, tickets_waiting
 from aiperf_web.scenarios.services import TRACE_REF, trace_content
 from runner import BadInput, EndpointTarget, RunnerError, RunSpec, SimulatedTarget, run
+from runner.sweep import wait_until_drained
 
 log = logging.getLogger(__name__)
 
@@ -93,25 +95,90 @@ def run_claim(*, run_uuid: str, worker: str) -> bool:
 
 def run_claim_next(*, worker: str) -> Run | None:
     """Claim the queued run fairest to start: the front of the line (runs.line: of the teams
-    under AIPERF_TEAM_MAX_RUNNING, the one with the fewest runs running, its oldest run not
-    waiting for its A/B partner). None when no run may start now."""
-    cap = settings.AIPERF_TEAM_MAX_RUNNING
-    for candidate in queue_line().startable[:_CLAIM_TRIES]:
+    under their cap, the one with the fewest runs running, its oldest run not waiting for its
+    A/B partner nor for its endpoint's lease). The cap and the lease are checked again under
+    the team's and the endpoint's row locks (in that order, everywhere): two workers never
+    both take a team's last slot nor one endpoint. None when no run may start now."""
+    line = queue_line()
+    for candidate in line.startable[:_CLAIM_TRIES]:
         with transaction.atomic():
             team_lock(candidate.team_id)
             # Counted again under the lock: another worker may have filled the last slot.
             running = Run.objects.filter(team_id=candidate.team_id, status=Status.RUNNING)
-            if running.count() >= cap:
+            if running.count() >= line.cap:
                 continue
+            sharing: list[Run] = []
+            if candidate.endpoint_id is not None:
+                endpoint_lock(candidate.endpoint_id)
+                sharing = list(
+                    Run.objects.filter(
+                        endpoint_id=candidate.endpoint_id, status=Status.RUNNING
+                    ).order_by("started_at", "pk")
+                )
+                if sharing and not candidate.allow_overlap:
+                    continue
             now = timezone.now()
             claimed = Run.objects.filter(pk=candidate.pk, status=Status.QUEUED).update(
                 status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=worker[:200]
             )
+            if claimed == 1 and sharing:
+                _record_overlap(Run.objects.get(pk=candidate.pk), sharing, at=now)
         if claimed == 1:
             started = Run.objects.get(pk=candidate.pk)
             run_announce(started)
+            if started.endpoint_id is not None:
+                try:
+                    lease_log_waiting(started.endpoint_id)
+                except DatabaseError:
+                    log.warning("writing the endpoint's waiting runs' logs failed", exc_info=True)
             return started
     return None
+
+
+def endpoint_lock(endpoint_id: int) -> None:
+    """Serialize the claims of runs on one endpoint until the transaction ends (the lease)."""
+    list(Endpoint.objects.select_for_update().filter(pk=endpoint_id).values_list("pk", flat=True))
+
+
+def _overlap_entry(other: Run, at: Any) -> dict[str, Any]:
+    return {
+        "run": str(other.uuid),
+        "name": f"{other.scenario_name} on {other.endpoint_name}",
+        "at": at.isoformat(),
+    }
+
+
+def _record_overlap(started: Run, sharing: list[Run], *, at: Any) -> None:
+    """An opted-in run started beside `sharing` on its endpoint: kept on every one of them
+    (under the endpoint's lock, so read-modify-write is safe)."""
+    started.overlaps = [*started.overlaps, *(_overlap_entry(o, at) for o in sharing)]
+    started.save(update_fields=["overlaps"])
+    for other in sharing:
+        other.overlaps = [*other.overlaps, _overlap_entry(started, at)]
+        other.save(update_fields=["overlaps"])
+    names = ", ".join(f"{o.uuid} ({o.scenario_name})" for o in sharing)
+    _log_on_commit(
+        started,
+        f"overlap: started beside run(s) {names} on {started.endpoint_name} (allow_overlap): "
+        "their latencies include each other's load",
+    )
+    for other in sharing:
+        _log_on_commit(
+            other,
+            f"overlap: run {started.uuid} ({started.scenario_name}) started beside this one on "
+            f"{other.endpoint_name} (it set allow_overlap): latencies from now on include its "
+            "load",
+        )
+
+
+def _log_on_commit(run_obj: Run, message: str) -> None:
+    entry = RunLog.objects.create(run=run_obj, level="warning", message=message)
+    run_uuid = str(run_obj.uuid)
+
+    def publish() -> None:
+        publish_log(run_uuid=run_uuid, lines=[log_line(entry)])
+
+    transaction.on_commit(publish)
 
 
 def run_log(*, run_obj: Run, level: str, message: str) -> None:
@@ -218,6 +285,53 @@ class _Watcher(threading.Thread):
                     connection.close()
         finally:
             connection.close()
+
+
+def _drain_endpoint(*, run_obj: Run, spec: RunSpec, stop: threading.Event) -> None:
+    """The first phase of a run that holds its endpoint's lease: wait until the server is
+    drained (its /metrics show nothing running or queued, at most
+    AIPERF_ENDPOINT_DRAIN_TIMEOUT_S), or, where it has no such metrics, until
+    AIPERF_ENDPOINT_COOLDOWN_S have passed since the last run on it ended. The run holds its
+    slot meanwhile (seconds), says so in its log, and its started_at moves to the end of the
+    wait. Opted-in overlaps and simulated runs do not wait."""
+    target = spec.target
+    if run_obj.allow_overlap or run_obj.endpoint_id is None:
+        return
+    if not isinstance(target, EndpointTarget):
+        return
+    last = (
+        Run.objects.filter(endpoint_id=run_obj.endpoint_id, finished_at__isnull=False)
+        .exclude(pk=run_obj.pk)
+        .order_by("-finished_at")
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+    cooldown_s = 0.0
+    if last is not None:
+        since = (timezone.now() - last).total_seconds()
+        cooldown_s = max(0.0, float(settings.AIPERF_ENDPOINT_COOLDOWN_S) - since)
+    if target.metrics_scrape_url is None and cooldown_s <= 0:
+        return
+    began = time.monotonic()
+
+    def note(level: Literal["info", "warning", "error"], message: str) -> None:
+        run_log(run_obj=run_obj, level=level, message=f"drain: {message}")
+
+    wait_until_drained(
+        target,
+        timeout_s=float(settings.AIPERF_ENDPOINT_DRAIN_TIMEOUT_S),
+        cooldown_s=cooldown_s,
+        stop=stop,
+        log=note,
+    )
+    waited = time.monotonic() - began
+    if waited >= 0.5:
+        now = timezone.now()
+        Run.objects.filter(pk=run_obj.pk, status=Status.RUNNING).update(started_at=now)
+        run_obj.started_at = now
+        note("info", f"the endpoint was drained after {waited:.1f} s; the run starts now")
+    else:
+        note("info", "the endpoint has nothing running or queued; the run starts now")
 
 
 def _materialize_traces(spec: RunSpec, directory: Path) -> RunSpec:
@@ -391,6 +505,7 @@ def _execute_claimed(*, run_uuid: str) -> str:
         gc.freeze()
         watcher = _Watcher(run_pk=run_obj.pk, stop=stop, limit_s=run_time_limit_s(spec) - 60)
         watcher.start()
+        _drain_endpoint(run_obj=run_obj, spec=spec, stop=stop)
         sink = RunSink(run=run_obj, stop=stop)
         with tempfile.TemporaryDirectory(prefix="aiperf-run-") as tmp:
             spec = _materialize_traces(spec, Path(tmp))

@@ -20,6 +20,7 @@ from typing import Any
 from django.test import Client
 from django.utils import timezone
 
+from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.runs.line import run_wait
 from aiperf_web.runs.models import Run, Status
 from aiperf_web.runs.presence import presence_beat, workers_seen
@@ -28,14 +29,23 @@ from aiperf_web.teams.models import Team
 from tests.web.conftest import World
 
 
-def _run(world: World, team: Team, status: Status, *, age_s: float, **fields: Any) -> Run:
-    """A run of `team` created `age_s` ago (and started then, when running), 60 s long."""
+def _run(
+    world: World,
+    team: Team,
+    status: Status,
+    *,
+    age_s: float,
+    endpoint: Endpoint | None = None,
+    **fields: Any,
+) -> Run:
+    """A run of `team` created `age_s` ago (and started then, when running), 60 s long; on
+    `endpoint` (its lease), else on an endpoint since deleted (no lease)."""
     at = timezone.now() - dt.timedelta(seconds=age_s)
     run_obj = Run.objects.create(
         team=team,
         scenario=world.scenario,
         scenario_name=f"{team.name}-scenario",
-        endpoint=world.endpoint,
+        endpoint=endpoint,
         endpoint_name="mock",
         target_kind="endpoint",
         spec={**world.scenario.spec, "duration_s": 60},
