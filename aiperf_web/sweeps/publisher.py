@@ -20,7 +20,7 @@ from uuid import UUID
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-__all__ = ["publish_sweep_update", "sweep_group"]
+__all__ = ["on_sweep_changed", "publish_sweep_update", "sweep_group"]
 
 log = logging.getLogger(__name__)
 
@@ -40,3 +40,8 @@ def publish_sweep_update(sweep_id: str | UUID) -> None:
         async_to_sync(layer.group_send)(group, {"type": "sweep.changed", "sweep_id": str(sweep_id)})
     except Exception:
         log.warning("%s: live publish failed", group, exc_info=True)
+
+
+def on_sweep_changed(sender: object, *, sweep_uuid: str, **_: object) -> None:
+    """The receiver of sweeps.signals.sweep_changed (connected in SweepsConfig.ready)."""
+    publish_sweep_update(sweep_uuid)
