@@ -25,6 +25,9 @@ router = Router(tags=["reports"])
 
 class ComparedRun(Schema):
     id: str
+    letter: str = Field(description="A, B, ... in the order the runs were named")
+    head: str = Field(description="the run's configuration in the fields that differ")
+    config: dict[str, str] = Field(description="every configuration field, as a head reads it")
     status: str
     scenario: str
     target: str
@@ -36,17 +39,31 @@ class ComparedRun(Schema):
     drain: dict[str, Any] | None
 
 
+class CompareCell(CheckOut):
+    verdict: str = Field(
+        description="reference; repeat (same configuration as the reference); better or worse "
+        "(repeats on both sides, ranges apart, beyond the tolerance); within noise (ranges of "
+        "repeats overlap); same (within the tolerance); no repeats (one run each: no claim); "
+        "n/a. `status` is the figure against the reference's tolerance alone"
+    )
+
+
 class CompareMetric(Schema):
     key: str
     label: str
     unit: str
     better: str
-    cells: list[CheckOut]
+    cells: list[CompareCell]
 
 
 class CompareOut(Schema):
-    runs: list[ComparedRun]
-    metrics: list[CompareMetric] = Field(description="deltas are against the first run")
+    runs: list[ComparedRun] = Field(description="the reference first, then the others in order")
+    reference: str = Field(description="the reference run's id")
+    differs: list[str] = Field(description="the configuration fields that differ")
+    same_for_all: str = Field(description="what every run shares, one line")
+    sentences: list[str] = Field(description="one per configuration against the reference's")
+    noise: str = Field(description="what the verdict words stand on")
+    metrics: list[CompareMetric] = Field(description="deltas are against the reference run")
 
 
 class ABIn(Schema):
@@ -89,20 +106,30 @@ def run_verdict(request: HttpRequest, run_id: str, baseline: str = "") -> Any:
 def run_leak(request: HttpRequest, run_id: str) -> Any:
     """The leak monitor's verdict over the run's stored series (live while it runs)."""
     run_obj = run_sel.run_get(user=request.user, run_id=run_id)
-    return leak_assess(run_leak_points(run_obj=run_obj))
+    return leak_assess(run_leak_points(run_obj=run_obj), ended=not run_obj.is_active)
 
 
 @router.get("/compare", response=CompareOut)
-def compare(request: HttpRequest, runs: str) -> Any:
-    """Two or more runs (`runs=id1,id2,...`): key figures with deltas against the first."""
-    compared = selectors.runs_compare(user=request.user, run_ids=runs.split(","))
+def compare(request: HttpRequest, runs: str, reference: str = "") -> Any:
+    """Two or more runs (`runs=id1,id2,...`): what differs between them, key figures with
+    deltas against the reference (`reference`, default the first named) and a verdict word per
+    figure that knows about repeats, and one sentence per configuration."""
+    compared = selectors.runs_compare(
+        user=request.user, run_ids=runs.split(","), reference=reference
+    )
     out_runs = []
-    for run_obj, leak in zip(compared["runs"], compared["leaks"], strict=True):
+    for run_obj, leak, letter, head, config in zip(
+        compared["runs"], compared["leaks"], compared["letters"], compared["heads"],
+        compared["configs"], strict=True,
+    ):  # fmt: skip
         spec = run_obj.spec or {}
         summary = run_obj.summary or {}
         out_runs.append(
             {
                 "id": str(run_obj.uuid),
+                "letter": letter,
+                "head": head,
+                "config": dict(config.values),
                 "status": run_obj.status,
                 "scenario": run_obj.scenario_name,
                 "target": run_obj.endpoint_name,
@@ -114,7 +141,15 @@ def compare(request: HttpRequest, runs: str) -> Any:
                 "drain": summary.get("drain"),
             }
         )
-    return {"runs": out_runs, "metrics": compared["metrics"]}
+    return {
+        "runs": out_runs,
+        "reference": str(compared["runs"][0].uuid),
+        "differs": compared["differs"],
+        "same_for_all": compared["same_for_all"],
+        "sentences": compared["sentences"],
+        "noise": compared["noise"],
+        "metrics": compared["metrics"],
+    }
 
 
 @router.post("/ab", response={201: ABOut})

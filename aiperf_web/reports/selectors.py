@@ -14,6 +14,18 @@ from typing import Any, TypedDict
 from aiperf_web.core.errors import Invalid
 from aiperf_web.live.leaks import LeakVerdict, leak_assess
 from aiperf_web.live.selectors import History, run_history, run_leak_points
+from aiperf_web.reports.differences import (
+    Group,
+    NoiseWord,
+    RunConfig,
+    config_groups,
+    config_head,
+    differing_fields,
+    noise_verdict,
+    pair_sentence,
+    run_config,
+    same_for_all,
+)
 from aiperf_web.reports.models import RunTrees
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import FINAL, Run, RunRecord, Status
@@ -73,7 +85,7 @@ def run_report(*, run_obj: Run) -> RunReport:
     baseline = scenario_baseline(run_obj=run_obj) if run_obj.status in FINAL else None
     return {
         "history": history,
-        "leak": leak_assess(points),
+        "leak": leak_assess(points, ended=run_obj.status in FINAL),
         "drain": summary.get("drain") if isinstance(summary.get("drain"), dict) else None,
         "by_depth": summary.get("by_depth") or {},
         "by_branch_mode": summary.get("by_branch_mode") or {},
@@ -217,31 +229,86 @@ def run_trees(*, run_obj: Run) -> dict[str, Any]:
 
 MAX_COMPARED = 8
 COMPARE_POINTS = 400
+# With SLOs set, how many requests met them and at what rate: rows of the comparison.
+GOODPUT_METRICS: tuple[Metric, ...] = (
+    Metric("goodput.good_ratio", "Requests within the SLOs", "", "higher", 0.0, 0.02),
+    Metric("goodput.goodput_per_s", "Goodput", "good req/s", "higher", abs_tolerance=0.01),
+)
+COMPARE_METRICS: tuple[Metric, ...] = (*KEY_METRICS, *GOODPUT_METRICS, *PLACEMENT_METRICS)
 
 
 class Compared(TypedDict):
-    runs: list[Run]
+    runs: list[Run]  # the reference first, then the others in the order named
+    letters: list[str]  # A, B, ... in the order named (a run keeps its letter whatever the ref)
+    heads: list[str]  # from the fields that differ: 'c=8 · legacy'
+    configs: list[RunConfig]
+    differs: list[str]  # the fields that differ between the runs
+    same_for_all: str  # 'all runs: scenario demo, endpoint ..., ...'
+    slos: list[str]  # each run's SLOs as a row shows them
+    groups: list[Group]  # runs of one configuration (repeats), the reference's first
     metrics: list[dict[str, Any]]
+    sentences: list[str]  # one per configuration against the reference's
+    noise: str  # what the verdict words stand on (repeats or none)
     series: list[dict[str, Any]]
     leaks: list[LeakVerdict]
 
 
-def runs_compare(*, user: AnyUser, run_ids: Sequence[str]) -> Compared:
-    """Two or more runs side by side: key figures with deltas against the first run, and
-    each run's thinned series for the overlays."""
+def _config(r: Run) -> RunConfig:
+    endpoint = getattr(r, "endpoint", None)
+    return run_config(
+        r.spec,
+        scenario=r.scenario_name,
+        endpoint=r.endpoint_name,
+        target_kind=r.target_kind,
+        server_kind=getattr(endpoint, "server_kind", None),
+    )
+
+
+def runs_compare(*, user: AnyUser, run_ids: Sequence[str], reference: str = "") -> Compared:
+    """Two or more runs side by side: heads from the fields that differ, key figures with
+    deltas against the reference run (the first named unless `reference` names another), a
+    verdict word per figure that knows about repeats (differences.py), one sentence per
+    configuration, and each run's thinned series for the overlays."""
     ids = [i for i in dict.fromkeys(x.strip() for x in run_ids) if i]
     if len(ids) < 2:
         raise Invalid.field("runs", "name two or more runs to compare")
     if len(ids) > MAX_COMPARED:
         raise Invalid.field("runs", f"at most {MAX_COMPARED} runs")
-    runs = [run_sel.run_get(user=user, run_id=i) for i in ids]
-    reference = runs[0]
-    metrics = []
-    for m in (*KEY_METRICS, *PLACEMENT_METRICS):
-        base = summary_value(reference.summary, m.key)
+    named = [run_sel.run_get(user=user, run_id=i) for i in ids]
+    letters_named = [chr(ord("A") + i) for i in range(len(named))]
+    ref_at = 0
+    if reference.strip():
+        ref_id = reference.strip().lower()
+        found = [i for i, r in enumerate(named) if str(r.uuid) == ref_id]
+        if not found:
+            raise Invalid.field("reference", "name one of the compared runs as the reference")
+        ref_at = found[0]
+    order = [ref_at, *(i for i in range(len(named)) if i != ref_at)]
+    runs = [named[i] for i in order]
+    letters = [letters_named[i] for i in order]
+    configs = [_config(r) for r in runs]
+    differs = differing_fields(configs)
+    groups = config_groups(configs, differs)  # the reference's group is first: it is run 0
+    group_of = {i: g for g in groups for i in g.members}
+    values = {m.key: [summary_value(r.summary, m.key) for r in runs] for m in COMPARE_METRICS}
+    ref_group = groups[0]
+    metrics: list[dict[str, Any]] = []
+    for m in COMPARE_METRICS:
+        vals = values[m.key]
+        base = vals[0]
         cells = []
-        for r in runs:
-            check = metric_check(m, summary_value(r.summary, m.key), base)
+        words: dict[tuple[str, ...], NoiseWord] = {
+            g.key: noise_verdict(
+                m, [vals[i] for i in ref_group.members], [vals[i] for i in g.members]
+            )
+            for g in groups[1:]
+        }
+        for i, value in enumerate(vals):
+            check: dict[str, Any] = dict(metric_check(m, value, base))
+            g = group_of[i]
+            check["verdict"] = (
+                "reference" if i == 0 else "repeat" if g is ref_group else words[g.key]
+            )
             cells.append(check)
         metrics.append(
             {
@@ -250,13 +317,55 @@ def runs_compare(*, user: AnyUser, run_ids: Sequence[str]) -> Compared:
                 "points": m.unit.startswith("%"),
             }
         )  # fmt: skip
+    sentences = []
+    for g in groups[1:]:
+        words_g: dict[str, NoiseWord] = {
+            row["key"]: row["cells"][g.members[0]]["verdict"] for row in metrics
+        }
+        sentences.append(
+            pair_sentence(
+                head=g.head,
+                ref_head=ref_group.head,
+                metrics=COMPARE_METRICS,
+                reference={k: [v[i] for i in ref_group.members] for k, v in values.items()},
+                other={k: [v[i] for i in g.members] for k, v in values.items()},
+                words=words_g,
+            )
+        )
+    repeated = [g for g in groups if len(g.members) > 1]
+    if not repeated:
+        noise = (
+            "One run of each configuration: no repeats to judge noise, so no difference is "
+            "called better or worse. Repeat a configuration (Rerun on its page) and compare the "
+            "repeats together."
+        )
+    else:
+        noise = (
+            "Repeats of a configuration (same configuration, several runs) give its spread: a "
+            "difference whose ranges overlap is within noise; better or worse needs repeats on "
+            "both sides, ranges apart, and a change beyond the figure's tolerance."
+        )
     series = []
     leaks = []
     for r in runs:
         history = run_history(run_obj=r, max_points=COMPARE_POINTS)
         series.append({"id": str(r.uuid), "samples": history["samples"]})
         leaks.append(leak_assess(run_leak_points(run_obj=r, max_points=COMPARE_POINTS)))
-    return {"runs": runs, "metrics": metrics, "series": series, "leaks": leaks}
+    return {
+        "runs": runs,
+        "letters": letters,
+        "heads": [g.head for i in range(len(runs)) for g in [group_of[i]]],
+        "configs": configs,
+        "differs": differs,
+        "same_for_all": same_for_all(configs, differs),
+        "slos": [c.get("slo") for c in configs],
+        "groups": groups,
+        "metrics": metrics,
+        "sentences": sentences,
+        "noise": noise,
+        "series": series,
+        "leaks": leaks,
+    }
 
 
 # -- scenario history ----------------------------------------------------------------------------
@@ -264,39 +373,45 @@ def runs_compare(*, user: AnyUser, run_ids: Sequence[str]) -> Compared:
 HISTORY_RUNS = 200
 
 
-def history_group(spec: Mapping[str, Any] | None) -> str:
-    """The trend line a run belongs to: its routing policy and affinity scope. Legacy and
-    spawn-pin runs (or conversation and lineage) are different experiments; one line through
-    both would draw their difference as a trend. Without affinity the scope binds nothing."""
-    spec = spec or {}
-    policy = spec.get("policy") or "?"
-    if spec.get("affinity") in (None, "none"):
-        return f"{policy} · no affinity"
-    return f"{policy} · {spec.get('scope') or '?'}"
+def history_groups(runs: Sequence[Run]) -> tuple[list[str], list[str], str]:
+    """The trend line each run belongs to: its configuration, read from the fields that differ
+    between the scenario's runs (policy, scope, concurrency, endpoint, affinity, ...). Legacy
+    and spawn-pin runs, or runs at c=8 and c=64, are different experiments: one line through
+    both would draw their difference as a trend. Returns each run's line, the fields that
+    differ and the line of what they all share."""
+    configs = [_config(r) for r in runs]
+    differs = differing_fields(configs)
+    heads = [config_head(c, differs) if differs else "all runs" for c in configs]
+    return heads, differs, same_for_all(configs, differs)
 
 
 def scenario_history(*, scenario: Any) -> dict[str, Any]:
     runs = list(
         Run.objects.filter(scenario=scenario, status=Status.SUCCEEDED)
         .exclude(summary__isnull=True)
+        .select_related("endpoint")
         .order_by("-created_at")
         .only(
             "uuid", "created_at", "summary", "is_baseline", "tags", "spec", "status",
-            "scenario_name", "endpoint_name", "team_id", "scenario_id",
+            "scenario_name", "endpoint_name", "team_id", "scenario_id", "target_kind",
+            "endpoint__server_kind",
         )[:HISTORY_RUNS]
     )  # fmt: skip
     runs.reverse()
+    heads, differs, shared = history_groups(runs)
+    for r, head in zip(runs, heads, strict=True):
+        r.history_line = head  # type: ignore[attr-defined]  # the Runs table's column
     baseline = next((r for r in reversed(runs) if r.is_baseline), None)
     points = [
         {
             "id": str(r.uuid),
             "created_at": r.created_at.isoformat(),
-            "group": history_group(r.spec),
-            "label": f"{r.created_at:%Y-%m-%d %H:%M} · {history_group(r.spec)}",
+            "group": head,
+            "label": f"{r.created_at:%Y-%m-%d %H:%M} · {head}",
             "baseline": r.is_baseline,
             "values": {k: summary_value(r.summary, k) for k in TREND_KEYS},
         }
-        for r in runs
+        for r, head in zip(runs, heads, strict=True)
     ]
     latest = runs[-1] if runs else None
     verdict = None
@@ -316,4 +431,6 @@ def scenario_history(*, scenario: Any) -> dict[str, Any]:
         "latest": latest,
         "verdict": verdict,
         "metrics": trend_metrics,
+        "differs": differs,
+        "same_for_all": shared,
     }

@@ -28,7 +28,7 @@ from aiperf_web.reports.models import ABPair
 from aiperf_web.reports.run_page import run_page
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.forms import RunMetaForm
-from aiperf_web.runs.models import FINAL, Run
+from aiperf_web.runs.models import FINAL
 from aiperf_web.runs.placement import NOT_REPORTED
 from aiperf_web.scenarios.selectors import scenario_get, scenario_list
 from aiperf_web.teams.models import Role
@@ -130,20 +130,25 @@ def compare(request: HttpRequest) -> HttpResponse:
         # The runs list's Compare button lands here with nothing picked: this page is where
         # runs are picked, so fewer than two is a question to the user, not a bad request.
         return _compare_pick(request, ids=ids, error="")
+    reference = request.GET.get("ref", "")
     try:
-        compared = selectors.runs_compare(user=request.user, run_ids=ids)
+        compared = selectors.runs_compare(user=request.user, run_ids=ids, reference=reference)
     except (Invalid, NotFound) as exc:
         return _compare_pick(request, ids=ids, error=str(exc), status=400)
     runs = compared["runs"]
+    labels = [
+        f"{letter}: {head}"
+        for letter, head in zip(compared["letters"], compared["heads"], strict=True)
+    ]
     data = {
         "runs": [
             {
                 "id": str(r.uuid),
-                "label": _run_label(r, i),
+                "label": label,
                 "status": r.status,
                 "url": reverse("runs:detail", args=[r.uuid]),
             }
-            for i, r in enumerate(runs)
+            for r, label in zip(runs, labels, strict=True)
         ],
         "series": compared["series"],
         "active": any(r.status not in FINAL for r in runs),
@@ -156,20 +161,26 @@ def compare(request: HttpRequest) -> HttpResponse:
                 zip(
                     runs,
                     compared["leaks"],
-                    [_run_label(r, i) for i, r in enumerate(runs)],
-                    # Column heads may break after "/" (a phone keeps both runs in view).
-                    [
-                        mark_safe(escape(_run_label(r, i)).replace("/", "/<wbr>"))
-                        for i, r in enumerate(runs)
-                    ],
+                    labels,
+                    # Column heads may break after "·" (a phone keeps both runs in view).
+                    [mark_safe(escape(label).replace(" · ", " ·<wbr> ")) for label in labels],
+                    compared["slos"],
                     strict=True,
                 )
             ),
+            "ids": ",".join(str(r.uuid) for r in runs),
+            "reference": runs[0],
+            "reference_label": labels[0],
+            "same_for_all": compared["same_for_all"],
+            "differs": compared["differs"],
+            "sentences": compared["sentences"],
+            "noise": compared["noise"],
+            "repeats": any(len(g.members) > 1 for g in compared["groups"]),
             "metrics": compared["metrics"],
             # Runs whose server named no serving worker: their placement cells are blank.
             "placement_missing": ", ".join(
-                _run_label(r, i).split(":")[0]
-                for i, r in enumerate(runs)
+                label.split(":")[0]
+                for r, label in zip(runs, labels, strict=True)
                 if r.summary and "placement" in r.summary and r.summary["placement"] is None
             ),
             "not_reported": NOT_REPORTED,
@@ -207,7 +218,7 @@ def _compare_pick(
     picked = [i for i in ids if i in shown]
     hint = (
         "Tick two or more runs, then Compare. The highest ticked run in the list is the reference "
-        "for the deltas."
+        "for the deltas (the comparison lets you choose another)."
         if not picked
         else "One run picked: tick at least one more to compare."
     )
@@ -217,15 +228,6 @@ def _compare_pick(
         {"error": error, "hint": hint, "recent": recent, "picked": set(picked)},
         status=status,
     )
-
-
-def _run_label(r: Run, i: int) -> str:
-    letter = chr(ord("A") + i)
-    spec = r.spec or {}
-    knobs = f"{spec.get('policy', '?')}, {spec.get('affinity', '?')}"
-    if spec.get("affinity") not in (None, "none"):
-        knobs += f"/{spec.get('scope', '?')}"
-    return f"{letter}: {knobs}"
 
 
 # -- paired A/B ------------------------------------------------------------------------------------

@@ -54,6 +54,22 @@ for (const spec of chartSpecs()) {
   window.Plotly.newPlot(el, series.map((s, i) => pick(s, i)), layout(spec.title, spec.y_title), plotConfig());
 }
 
+// The reference: choosing another run reloads the page against it (the button does the same
+// without script).
+const refSelect = document.getElementById("ref-select");
+if (refSelect) {
+  document.getElementById("ref-apply").hidden = true;
+  refSelect.addEventListener("change", () => refSelect.form.submit());
+}
+// A figures table wider than the screen says so above it (the edge shadows say where).
+const wrap = document.getElementById("delta-scroll");
+const hint = document.getElementById("scroll-hint");
+if (wrap && hint) {
+  const check = () => { hint.hidden = wrap.scrollWidth <= wrap.clientWidth + 1; };
+  check();
+  window.addEventListener("resize", check);
+}
+
 if (data.active) {
   const ids = new Set(data.runs.map((r) => r.id));
   const status = Object.fromEntries(data.runs.map((r) => [r.id, r.status]));

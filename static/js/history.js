@@ -1,5 +1,6 @@
 // The scenario history: one small chart per key figure across the scenario's runs, dates on
-// the x axis, one line per routing policy and affinity scope (legacy and spawn-pin runs are
+// the x axis, one line per configuration, named by the fields that differ between the runs
+// (policy, scope, concurrency, endpoint, ...: legacy and spawn-pin runs, or c=8 and c=64, are
 // different experiments, not a trend), the baseline's value as a dashed line and its run
 // ringed green.
 const data = JSON.parse(document.getElementById("history-data").textContent);

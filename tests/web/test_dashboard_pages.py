@@ -47,7 +47,7 @@ def test_picking_two_runs_opens_the_comparison_with_its_figures_unboxed(world: W
     html = page.content.decode()
     assert page.status_code == 200 and 'id="delta-table"' in html
     # Every figure row is on the page, not in a height-capped scroll box.
-    assert 'class="table-scroll whole"' in html
+    assert 'class="table-scroll whole scroll-shadow"' in html
 
 
 def test_a_named_run_that_is_not_there_is_a_400_on_the_picker(world: World) -> None:
@@ -145,10 +145,8 @@ def test_a_format_chosen_at_upload_is_the_one_the_worker_loads(world: World) -> 
 # -- 3. scenario history -------------------------------------------------------------------------
 
 
-def test_the_history_draws_one_line_per_policy_and_scope_over_dates(world: World) -> None:
+def test_the_history_draws_one_line_per_configuration_over_dates(world: World) -> None:
     import json
-
-    from aiperf_web.reports.selectors import history_group
 
     legacy = _finished(world, spec={"policy": "legacy", "affinity": "dynamo-headers",
                                     "scope": "lineage"}, worker_switches=3)  # fmt: skip
@@ -156,17 +154,17 @@ def test_the_history_draws_one_line_per_policy_and_scope_over_dates(world: World
                                     "scope": "lineage"}, worker_switches=0)  # fmt: skip
     plain = _finished(world, spec={"policy": "spawn-pin", "affinity": "none",
                                    "scope": "conversation"})  # fmt: skip
-    assert history_group(legacy.spec) == "legacy · lineage"
-    assert history_group(plain.spec) == "spawn-pin · no affinity"
     html = world.client("viewer").get(f"/reports/scenarios/{world.scenario.uuid}/history/")
     text = html.content.decode()
     data = json.loads(text.split('id="history-data" type="application/json">')[1].split("<")[0])
     by_id = {p["id"]: p for p in data["points"]}
-    assert by_id[str(legacy.uuid)]["group"] == "legacy · lineage"
-    assert by_id[str(pinned.uuid)]["group"] == "spawn-pin · lineage"
+    # One line per configuration, named by the fields that differ (policy, affinity, scope).
+    assert by_id[str(legacy.uuid)]["group"] == "legacy · affinity dynamo-headers · lineage"
+    assert by_id[str(pinned.uuid)]["group"] == "spawn-pin · affinity dynamo-headers · lineage"
+    assert by_id[str(plain.uuid)]["group"] == "spawn-pin · no affinity"
     # x is the run's date, not its position in the list.
     assert by_id[str(pinned.uuid)]["created_at"] == pinned.created_at.isoformat()
-    assert 'id="trend-legend"' in text and "one line per policy and scope" in text
+    assert 'id="trend-legend"' in text and "one line per configuration" in text
 
 
 # -- 5. the trace page ---------------------------------------------------------------------------
