@@ -411,7 +411,8 @@ def _started_line(spec: RunSpec, run_obj: Run) -> str:
     until = [
         text
         for text, value in (
-            (f"{spec.duration_s:g} s", spec.duration_s),
+            # A format of None raises: a spec without duration_s failed the run before it began.
+            ("" if spec.duration_s is None else f"{spec.duration_s:g} s", spec.duration_s),
             (f"{spec.max_requests} requests", spec.max_requests),
             (f"{spec.max_trees} trees", spec.max_trees),
         )
