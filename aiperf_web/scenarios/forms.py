@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.conf import settings
 
 from aiperf_web.core import limits
 from aiperf_web.core.forms import spec_fields
@@ -42,14 +43,28 @@ class SampleImportForm(forms.Form):
     def __init__(self, *args: Any, teams: list[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Read per form: which samples are installed is a property of the machine.
+        offered = available_samples()
         cast(forms.ChoiceField, self.fields["sample"]).choices = [
-            (s.key, f"{s.key} — {s.title}") for s in available_samples()
+            (s.key, f"{s.key} — {s.title}") for s in offered
         ]
+        if not offered:
+            # Nothing to pick: the form says why instead of "This field is required".
+            self.fields["sample"].required = False
         cast(forms.ChoiceField, self.fields["team"]).choices = [
             (str(t.uuid), t.name) for t in teams
         ]
         if len(teams) <= 1:
             del self.fields["team"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not available_samples():
+            raise forms.ValidationError(
+                f"No built-in sample is installed on this server: samples are public traces "
+                f"read from AIPERF_SAMPLES_DIR ({settings.AIPERF_SAMPLES_DIR}). Upload a trace "
+                f"file instead."
+            )
+        return data
 
 
 class ScenarioForm(forms.Form):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -17,6 +18,7 @@ from aiperf_web.core.webhooks import webhook_posted
 from aiperf_web.scenarios import selectors, services
 from aiperf_web.scenarios.forms import SampleImportForm, ScenarioForm, TraceUploadForm
 from aiperf_web.scenarios.models import Scenario
+from aiperf_web.scenarios.samples import available_samples
 from aiperf_web.teams.models import Role
 from aiperf_web.teams.selectors import (
     require_role,
@@ -79,6 +81,10 @@ def trace_list(request: HttpRequest) -> HttpResponse:
             "traces": selectors.trace_list(user=request.user),
             "upload": upload,
             "sample": sample,
+            # Without the public traces the samples card says where they come from instead of
+            # offering an empty list.
+            "samples_offered": bool(available_samples()),
+            "samples_dir": settings.AIPERF_SAMPLES_DIR,
             "can_create": bool(teams),
         },
     )

@@ -50,3 +50,26 @@ def test_only_installed_samples_are_offered_and_a_missing_one_is_a_clear_422(
     (error,) = response.json()["errors"]
     assert error["field"] == "sample" and "AIPERF_SAMPLES_DIR" in error["message"]
     assert api.post("/api/v1/traces", {"sample": "dag-small"}).status_code == 201
+
+
+def test_without_samples_the_traces_page_says_where_they_come_from_and_offers_the_upload(
+    world: World, settings: Any, tmp_path: Path
+) -> None:
+    # A bare clone: no public traces. No empty list, no "This field is required".
+    settings.AIPERF_SAMPLES_DIR = tmp_path / "absent"
+    owner = world.client("owner")
+    html = owner.get("/traces/").content.decode()
+    card = html.split('id="samples-card"')[1].split("</section>")[0]
+    assert "<select" not in card and "AIPERF_SAMPLES_DIR" in card
+    assert str(tmp_path / "absent") in card and 'href="#upload-card"' in card
+    assert 'id="upload-card"' in html
+    # A sample POST anyway (an old tab) is answered with the same why, not a required field.
+    page = owner.post("/traces/", {"action": "sample", "sample-sample": "dag-small"})
+    text = page.content.decode()
+    assert page.status_code == 200 and "This field is required" not in text
+    assert "No built-in sample is installed on this server" in text
+    # With one installed, the form offers it.
+    settings.AIPERF_SAMPLES_DIR = samples_dir_with(tmp_path, key="dag-small", source=DAG_SPAWN)
+    html = owner.get("/traces/").content.decode()
+    card = html.split('id="samples-card"')[1].split("</form>")[0]
+    assert "<select" in card and "dag-small" in card
