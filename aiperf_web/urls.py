@@ -6,6 +6,7 @@ from aiperf_web.core import views as core_views
 from aiperf_web.core.login import ThrottledAuthenticationForm
 from aiperf_web.reports import urls as reports_urls
 from aiperf_web.runs import urls as runs_urls
+from aiperf_web.sweeps import urls as sweeps_urls
 
 urlpatterns = [
     path("", core_views.home, name="home"),
@@ -24,6 +25,7 @@ urlpatterns = [
     path("", include("aiperf_web.ops.urls")),
     # /runs/: the runs app's pages, and the run page, which reports owns.
     path("runs/", include((runs_urls.urlpatterns + reports_urls.run_page_patterns, "runs"))),
+    path("sweeps/", include((sweeps_urls.urlpatterns, "sweeps"))),
     path("reports/", include("aiperf_web.reports.urls")),
     path("endpoints/", include("aiperf_web.endpoints.urls")),
     path("team/", include("aiperf_web.teams.urls")),

@@ -27,6 +27,7 @@ from aiperf_web.endpoints.api import router as endpoints_router
 from aiperf_web.reports.api import router as reports_router
 from aiperf_web.runs.api import router as runs_router
 from aiperf_web.scenarios.api import router as scenarios_router
+from aiperf_web.sweeps.api import router as sweeps_router
 from aiperf_web.teams.api import router as teams_router
 from aiperf_web.teams.services import api_token_authenticate
 
@@ -166,3 +167,4 @@ api.add_router("", teams_router)
 api.add_router("", scenarios_router)  # the spec schema, traces, scenarios
 api.add_router("", endpoints_router)
 api.add_router("", runs_router)
+api.add_router("", sweeps_router)  # sweeps of runs along a load axis (issue 20)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from runner.service import commands
+from runner.service import commands, sweeps
 from runner.service.config import DEFAULT_URL, TOKEN_ENV, URL_ENV, config_path
 
 
@@ -214,10 +214,86 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.set_defaults(service_handler=commands.export)
 
+    _sweep_parser(sub("sweep", "sweeps: launch, list, show, watch, cancel, export"))
+
     p = sub("compare", "key figures of two or more runs, with changes against the first")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run ids; the first is the reference")
     p.add_argument("--json", action="store_true", help="print the API's answer as JSON")
     p.set_defaults(service_handler=commands.compare)
+
+
+def _sweep_parser(parser: argparse.ArgumentParser) -> None:
+    """`service sweep ...` (runner/service/sweeps.py): the service's sweeps (issue 20)."""
+    commands_ = parser.add_subparsers(dest="sweep_command", metavar="COMMAND")
+    commands_.required = True
+
+    def sub(name: str, help_: str, description: str | None = None) -> argparse.ArgumentParser:
+        child = commands_.add_parser(name, help=help_, description=description or help_)
+        _connection_options(child, suppress=True)
+        return child
+
+    p = sub(
+        "launch",
+        "launch a sweep of a scenario along a load axis, arms compared point by point",
+        "Each point is a run of the scenario with the arm's overrides and the load. --spec "
+        "reads the sweep's fields (docs/sweep-spec.schema.json without base) from a JSON file; "
+        "the options set them on top. With --wait it prints a row per point as it ends, then "
+        "the headlines, and exits by the sweep's verdict (0 pass, 1 fail).",
+    )
+    _launch_options(p)
+    p.add_argument("--spec", default=None, metavar="FILE", help="sweep fields as JSON")
+    p.add_argument("--concurrency", default=None, metavar="1,2,4", help="the load axis: lanes")
+    p.add_argument("--rate", default=None, metavar="0.5,1,2", help="the load axis: trees/s")
+    p.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        metavar="NAME:KNOB=VALUE[,...]",
+        help="an arm (repeatable), e.g. legacy:policy=legacy; NAME:{JSON} also works",
+    )
+    p.add_argument("--repeats", type=_positive_int, default=None, metavar="N")
+    p.add_argument("--mode", choices=("list", "auto", "slo"), default=None)
+    p.add_argument("--slo-ttft-ms", type=float, default=None, metavar="MS")
+    p.add_argument("--slo-itl-ms", type=float, default=None, metavar="MS")
+    p.add_argument("--slo-latency-ms", type=float, default=None, metavar="MS")
+    p.add_argument("--goodput-fraction", type=float, default=None, metavar="F")
+    p.add_argument("--every", type=_positive_seconds, default=2.0, metavar="S")
+    p.add_argument("--quiet", action="store_true", help="no line per point made on stderr")
+    p.add_argument("--json", action="store_true", help="print the sweep as JSON")
+    p.set_defaults(service_handler=sweeps.launch)
+
+    p = sub("list", "the sweeps of your teams, newest first")
+    p.add_argument("--limit", type=_positive_int, default=20, metavar="N")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(service_handler=sweeps.listing)
+
+    p = sub("show", "a sweep's status, points, headlines and verdict")
+    p.add_argument("sweep", help="sweep id")
+    p.add_argument("--json", action="store_true", help="print the API's answer as JSON")
+    p.set_defaults(service_handler=sweeps.show)
+
+    p = sub(
+        "watch",
+        "follow a sweep: a row per point as it ends; exit by its verdict",
+        "A row per point as its run ends (arm, load, run status, req/s, TTFT, orphaned copies, "
+        "validity), then the headlines and the verdict. Exit 0 when the sweep succeeded with "
+        "every point valid, 1 otherwise. Ctrl-C stops watching, not the sweep.",
+    )
+    p.add_argument("sweep", help="sweep id")
+    p.add_argument("--every", type=_positive_seconds, default=2.0, metavar="S")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the sweep at its end as JSON")
+    p.set_defaults(service_handler=sweeps.watch)
+
+    p = sub("cancel", "cancel a sweep as a whole (its queued and running points too)")
+    p.add_argument("sweep", help="sweep id")
+    p.set_defaults(service_handler=sweeps.cancel)
+
+    p = sub("export", "a sweep's table per arm and load (csv) or its whole report (json)")
+    p.add_argument("sweep", help="sweep id")
+    p.add_argument("--format", choices=("csv", "json"), default="csv")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="default stdout")
+    p.set_defaults(service_handler=sweeps.export)
 
 
 def run(args: argparse.Namespace) -> int:
