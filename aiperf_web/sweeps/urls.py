@@ -1,13 +1,18 @@
 from django.urls import path
 
-from aiperf_web.sweeps import views
+from aiperf_web.sweeps import pages, views
 
 # Namespace `sweeps` (aiperf_web/urls.py). The detail view here is a placeholder: helper S2's
 # sweep page (live charts and channel) replaces views.sweep_detail under the same name.
 urlpatterns = [
     path("", views.sweep_list, name="list"),
     path("new/", views.sweep_new, name="new"),
-    path("<str:sweep_id>/", views.sweep_detail, name="detail"),
+    # The sweep page, its report, its twin, history and compare (sweeps/pages.py, helper S2).
+    path("compare/", pages.sweep_compare, name="compare"),
+    path("history/<str:scenario_id>/", pages.sweep_history_view, name="history"),
+    path("<str:sweep_id>/", pages.sweep_detail, name="detail"),
+    path("<str:sweep_id>/report.html", pages.sweep_export_html, name="export_html"),
+    path("<str:sweep_id>/twin/", pages.sweep_twin, name="twin"),
     path("<str:sweep_id>/cancel/", views.sweep_cancel, name="cancel"),
     path("<str:sweep_id>/rerun/", views.sweep_rerun, name="rerun"),
 ]
