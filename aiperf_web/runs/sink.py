@@ -15,6 +15,14 @@ Records waiting for the writer are bounded (_MAX_BACKLOG_BATCHES batches): a sim
 records faster than any database stores them, and an unbounded queue grew with the run and
 had to be written out after a cancel (tens of seconds). Past the bound `records()` waits for
 the writer, unless the run is stopping; so a cancel never waits for more than that backlog.
+
+A database blip loses nothing (issue 26 item 3): every write (records, samples, log lines)
+goes through `db_retry`, which drops the broken connection and tries again with backoff while
+PostgreSQL is away (a restart, a failover, terminated backends). Meanwhile the engine goes on
+and the records wait in memory, bounded by AIPERF_DB_OUTAGE_BUFFER (past it the engine waits
+too); a batch whose COPY may have landed before the connection died is counted, not stored
+twice. Only an outage longer than AIPERF_DB_OUTAGE_S fails the run ("storing results failed:
+the database was unreachable for ..."), which keeps every record stored before it.
 """
 
 from __future__ import annotations
@@ -24,10 +32,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
 
 from django.conf import settings
+from django.db import Error as DjangoDbError
 from django.db import connection
 
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample
@@ -41,6 +50,67 @@ _PUBLISH_GAP_S = 1.0  # wall seconds
 _RECORD_FLUSH_S = 1.0
 _MAX_BACKLOG_BATCHES = 2  # records not yet stored, in AIPERF_RECORD_BATCH units
 _STOP = object()
+T = TypeVar("T")
+_RETRY_FIRST_S = 0.2  # the first pause after a failed write; doubled up to _RETRY_MAX_S
+_RETRY_MAX_S = 2.0
+
+try:  # COPY goes through psycopg's own connection, whose errors Django does not wrap
+    import psycopg
+
+    DB_ERRORS: tuple[type[BaseException], ...] = (DjangoDbError, psycopg.Error)
+except ImportError:  # pragma: no cover - the embedded shape may lack the driver
+    DB_ERRORS = (DjangoDbError,)
+
+
+class DatabaseAway(Exception):
+    """The database stayed unreachable past AIPERF_DB_OUTAGE_S."""
+
+
+def db_retry(
+    write: Callable[[], T],
+    *,
+    what: str,
+    outage_s: float | None = None,
+    landed: Callable[[], bool] | None = None,
+    on_outage: Callable[[bool], None] | None = None,
+) -> T | None:
+    """`write()`, tried again with backoff on a fresh connection while the database is away,
+    for at most `outage_s` (AIPERF_DB_OUTAGE_S) from the first failure; then DatabaseAway.
+    `landed()`, asked after a failure, says the write took effect before the connection
+    died (then None is returned). `on_outage(True/False)` hears when an outage starts and
+    ends."""
+    limit = float(settings.AIPERF_DB_OUTAGE_S if outage_s is None else outage_s)
+    began: float | None = None
+    pause = _RETRY_FIRST_S
+    while True:
+        try:
+            if began is not None and landed is not None and landed():
+                result: T | None = None
+            else:
+                result = write()
+        except DB_ERRORS as exc:
+            connection.close()  # a pooled connection may be dead too: the next is fresh
+            now = time.monotonic()
+            if began is None:
+                began = now
+                log.warning("%s failed (%s): retrying while the database is away", what, exc)
+                if on_outage is not None:
+                    on_outage(True)
+            if now - began >= limit:
+                raise DatabaseAway(
+                    f"the database was unreachable for over {limit:g} s "
+                    f"(AIPERF_DB_OUTAGE_S) while {what}: {str(exc).strip()[:200]}"
+                ) from exc
+            time.sleep(min(pause, max(0.0, began + limit - now)))
+            pause = min(pause * 2, _RETRY_MAX_S)
+            continue
+        if began is not None:
+            log.warning(
+                "%s succeeded after %.1f s of database outage", what, time.monotonic() - began
+            )
+            if on_outage is not None:
+                on_outage(False)
+        return result
 
 
 def records_insert(*, run_pk: int, first_seq: int, batch: Sequence[RecordDict]) -> int:
@@ -86,6 +156,10 @@ class RunSink:
         # Records handed over and not yet stored; the engine waits while it is over the bound.
         self._backlog = 0
         self._max_backlog = _MAX_BACKLOG_BATCHES * self.batch_size
+        # While the database is away the engine goes on: records wait up to this many.
+        self._outage_backlog = max(self._max_backlog, settings.AIPERF_DB_OUTAGE_BUFFER)
+        self._outage_began: float | None = None
+        self.outages: list[float] = []  # seconds each outage the run rode out lasted
         self._room = threading.Condition()
         self._writer = threading.Thread(
             target=self._write_loop, name=f"run-sink-{run.pk}", daemon=True
@@ -105,11 +179,34 @@ class RunSink:
             self._queue.put(("records", batch))
             # Not while stopping: a cancel must end the run, not wait for the database.
             while (
-                self._backlog > self._max_backlog
-                and not self.stop.is_set()
-                and self._writer.is_alive()
+                self._backlog > self._bound() and not self.stop.is_set() and self._writer.is_alive()
             ):
                 self._room.wait(0.1)
+
+    def _bound(self) -> int:
+        return self._max_backlog if self._outage_began is None else self._outage_backlog
+
+    def _outage(self, away: bool) -> None:
+        """The writer's retries say the database went away or came back."""
+        with self._room:
+            if away:
+                self._outage_began = time.monotonic()
+            elif self._outage_began is not None:
+                self.outages.append(time.monotonic() - self._outage_began)
+                self._outage_began = None
+            self._room.notify_all()
+        if not away:
+            lasted = self.outages[-1]
+            self._queue.put(
+                (
+                    "log",
+                    (
+                        "warning",
+                        f"the database was unreachable for {lasted:.1f} s: the run went on, "
+                        f"its records waited in memory ({self._backlog} now) and are stored",
+                    ),
+                )
+            )
 
     def log(self, level: Literal["info", "warning", "error"], message: str) -> None:
         self._queue.put(("log", (level, message)))
@@ -144,10 +241,7 @@ class RunSink:
                         unsaved = payload
                     else:
                         level, message = payload
-                        line = RunLog.objects.create(
-                            run_id=self.run_pk, level=level, message=message[:2000]
-                        )
-                        publish_log(run_uuid=self.run_uuid, lines=[log_line(line)])
+                        self._store_log(level, message)
                 now = time.monotonic()
                 if pending and (
                     len(pending) >= self.batch_size or now - last_flush >= _RECORD_FLUSH_S
@@ -181,11 +275,25 @@ class RunSink:
         finally:
             connection.close()
 
+    def _store_log(self, level: str, message: str) -> None:
+        line = db_retry(
+            lambda: RunLog.objects.create(run_id=self.run_pk, level=level, message=message[:2000]),
+            what=f"run {self.run_uuid}: storing a log line",
+            on_outage=self._outage,
+        )
+        if line is not None:
+            publish_log(run_uuid=self.run_uuid, lines=[log_line(line)])
+
     def _store_sample(self, snapshot: Snapshot, *, final: bool) -> None:
         data: dict[str, Any] = dict(snapshot)
         seq = self.samples_written
         t_s = float(data.get("t_s") or 0.0)
-        RunSample.objects.create(run_id=self.run_pk, seq=seq, t_s=t_s, data=data)
+        db_retry(
+            lambda: RunSample.objects.create(run_id=self.run_pk, seq=seq, t_s=t_s, data=data),
+            what=f"run {self.run_uuid}: storing snapshot {seq}",
+            landed=lambda: RunSample.objects.filter(run_id=self.run_pk, seq=seq).exists(),
+            on_outage=self._outage,
+        )
         self.samples_written += 1
         now = time.monotonic()
         if final or now - self._last_publish >= _PUBLISH_GAP_S:
@@ -195,9 +303,21 @@ class RunSink:
             )
 
     def _flush(self, batch: list[RecordDict]) -> None:
-        self.records_written += records_insert(
-            run_pk=self.run_pk, first_seq=self.records_written, batch=batch
+        first = self.records_written
+        end = first + len(batch)
+
+        def landed() -> bool:
+            # COPY is one statement: a batch is stored whole or not at all.
+            stored = RunRecord.objects.filter(run_id=self.run_pk, seq__gte=first, seq__lt=end)
+            return stored.count() == len(batch)
+
+        db_retry(
+            lambda: records_insert(run_pk=self.run_pk, first_seq=first, batch=batch),
+            what=f"run {self.run_uuid}: storing records {first}..{end - 1}",
+            landed=landed,
+            on_outage=self._outage,
         )
+        self.records_written = end
         with self._room:
             self._backlog -= len(batch)
             self._room.notify_all()

@@ -39,7 +39,7 @@ from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
 from aiperf_web.runs.publisher import log_line, publish_log
 from aiperf_web.runs.services import run_announce, run_announce_pk, team_lock
 from aiperf_web.runs.signals import run_ended
-from aiperf_web.runs.sink import RunSink
+from aiperf_web.runs.sink import DatabaseAway, RunSink, db_retry
 from aiperf_web.runs.tickets import tickets_send, tickets_waiting
 from aiperf_web.scenarios.services import TRACE_REF, trace_content
 from runner import BadInput, EndpointTarget, RunnerError, RunSpec, SimulatedTarget, run
@@ -54,8 +54,6 @@ _HEARTBEAT_S = 5.0
 # most 16 KiB of body) with its context.
 _LOG_LINE_CHARS = 20_000
 _CLAIM_TRIES = 5  # candidates a ticket tries when others' claims race it
-# Pauses between the tries of a run's final save (a database blip at the end of a run).
-_FINISH_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 # A queued run younger than this may still have its launch's ticket on the way (sent after
 # commit): the reconciliation leaves it alone.
 _RECONCILE_GRACE_S = 5.0
@@ -182,8 +180,13 @@ def _log_on_commit(run_obj: Run, message: str) -> None:
 
 
 def run_log(*, run_obj: Run, level: str, message: str) -> None:
-    line = RunLog.objects.create(run=run_obj, level=level, message=message[:_LOG_LINE_CHARS])
-    publish_log(run_uuid=str(run_obj.uuid), lines=[log_line(line)])
+    """A line of the run's log, stored across a database blip (runs.sink.db_retry)."""
+    line = db_retry(
+        lambda: RunLog.objects.create(run=run_obj, level=level, message=message[:_LOG_LINE_CHARS]),
+        what=f"run {run_obj.uuid}: storing a log line",
+    )
+    if line is not None:
+        publish_log(run_uuid=str(run_obj.uuid), lines=[log_line(line)])
 
 
 def _finish(
@@ -197,8 +200,9 @@ def _finish(
     """running → final, conditional: a run already ended (by the stale-run reaper, say) keeps
     its first verdict. The save survives a database blip (a restarted server, terminated
     backends): the engine's work is done and only this row holds its summary, so a failed
-    attempt drops the connection (a pooled one may be dead too) and tries again on a fresh one,
-    for up to ~15 s, well within AIPERF_STALE_RUN_S while the watcher keeps the heartbeat."""
+    attempt drops the connection (a pooled one may be dead too) and tries again on a fresh one
+    (runs.sink.db_retry), for up to AIPERF_DB_OUTAGE_S; the watcher keeps the heartbeat
+    meanwhile, so no reaper takes the run for a dead one once the database is back."""
     short = reason_excerpt(reason)
     if short != reason:
         # The row shows one line (run list, page, API); the whole text (a server's traceback
@@ -209,7 +213,7 @@ def _finish(
                 level="error" if status == Status.FAILED else "info",
                 message=reason,
             )
-        except DatabaseError:
+        except (DatabaseError, DatabaseAway):
             log.warning("run %s ended: %s", run_obj.uuid, reason, exc_info=True)
             connection.close()
     values: dict[str, Any] = {
@@ -222,29 +226,22 @@ def _finish(
     if sink is not None:
         values["records_count"] = sink.records_written
         values["samples_count"] = sink.samples_written
-    for delay_s in (*_FINISH_BACKOFF_S, None):
-        try:
-            if Run.objects.filter(pk=run_obj.pk, status=Status.RUNNING).update(**values):
-                run_announce_pk(run_obj.pk)
-            return
-        except DatabaseError:
-            if delay_s is None:
-                # Out of tries: the summary goes to the log, where an operator can restore it.
-                log.error(
-                    "run %s: saving its end (%s) failed; summary: %s",
-                    run_obj.uuid,
-                    status,
-                    json.dumps(summary, default=str),
-                )
-                raise
-            log.warning(
-                "run %s: saving its end failed, retrying in %s s",
-                run_obj.uuid,
-                delay_s,
-                exc_info=True,
-            )
-            connection.close()
-            time.sleep(delay_s)
+    try:
+        updated = db_retry(
+            lambda: Run.objects.filter(pk=run_obj.pk, status=Status.RUNNING).update(**values),
+            what=f"run {run_obj.uuid}: saving its end ({status})",
+        )
+    except DatabaseAway:
+        # Out of tries: the summary goes to the log, where an operator can restore it.
+        log.error(
+            "run %s: saving its end (%s) failed; summary: %s",
+            run_obj.uuid,
+            status,
+            json.dumps(summary, default=str),
+        )
+        raise
+    if updated:
+        run_announce_pk(run_obj.pk)
 
 
 class _Watcher(threading.Thread):
