@@ -102,6 +102,12 @@ class Endpoint(PublicModel):
         return tuple(mode for mode in by_kind if mode in usable)
 
     @property
+    def kind_with_article(self) -> str:
+        """ "an OpenAI-compatible", "an NVIDIA Dynamo", "a vLLM", "an SGLang": as said aloud."""
+        label = str(self.get_server_kind_display())
+        return f"{'an' if label[:1] in 'AEIOSN' else 'a'} {label}"
+
+    @property
     def nvext_actions(self) -> str | None:
         """The affinity_actions dynamo-nvext must use here (AffinityDetection.nvext_actions)."""
         return self.affinity_generation if self.affinity_generation in ("bind", "open") else None

@@ -36,6 +36,11 @@ from typing import Any, Literal, TypedDict
 # snapshots at the live 1 s interval: one new orphan every few seconds still reads as growth.
 WINDOW_S = 30.0
 
+# No rate per minute from less run time than this: 5 s of a ramp-up projected to a minute read
+# "Session copies grow by 1059.38 per minute" (issue 27). Below it the message gives the
+# change itself over the time seen ("+12 in the last 5 s").
+MIN_RATE_WINDOW_S = 20.0
+
 # "leak": orphans held, flat over the window (the badge says so: stable).
 LeakLevel = Literal["ok", "leak", "growing"]
 BADGES: dict[str, str] = {"ok": "no leak", "leak": "leaked, stable", "growing": "leak growing"}
@@ -93,6 +98,9 @@ class LeakVerdict(TypedDict):
     copies_per_min: float
     since_t_s: float | None  # run time when the first orphan appeared
     window_s: float
+    # The rates per minute rest on at least MIN_RATE_WINDOW_S of run time (else the page shows
+    # none: they would project a few seconds onto a minute).
+    rated: bool
     leaking_workers: list[int]  # workers holding orphans
     growing_workers: list[int]  # workers whose orphans grew within the window
     workers: list[WorkerLeak]
@@ -201,8 +209,11 @@ def _workers_text(ids: Sequence[int], limit: int = 8) -> str:
     return f"worker{'s' if len(ids) != 1 else ''} {shown}{more}"
 
 
-def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> LeakVerdict:
-    """The verdict over a series in time order (the last point is 'now')."""
+def leak_assess(
+    points: Iterable[LeakPoint], *, window_s: float = WINDOW_S, ended: bool = False
+) -> LeakVerdict:
+    """The verdict over a series in time order (the last point is 'now'; with `ended`, the
+    run's end: nothing grows any more, the message is in the past tense)."""
     series = list(points)
     if not series:
         return {
@@ -214,6 +225,7 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
             "copies_per_min": 0.0,
             "since_t_s": None,
             "window_s": window_s,
+            "rated": False,
             "leaking_workers": [],
             "growing_workers": [],
             "workers": [],
@@ -258,16 +270,34 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
     growing = [w["worker"] for w in workers if w["orphans_per_min"] > 0]
     level: LeakLevel = "ok"
     if orphaned > 0:
-        level = "growing" if growing else "leak"
+        # A run that ended grows no more: what it left is a leak, however it grew at the end.
+        level = "growing" if growing and not ended else "leak"
     window_text = f"the last {_fmt_t(dt_s)}" if dt_s > 0 else "the samples so far"
+    # A rate per minute only from a window long enough to mean one; before, the change itself.
+    rated = dt_s >= MIN_RATE_WINDOW_S
+    orphan_growth = sum(w["orphaned"] - _at(start.orphans, w["worker"]) for w in workers)
+    copy_growth = copies - sum(_at(start.copies, i) for i in range(k))
+    if rated:
+        orphan_rate = f"+{orphans_per_min:g} per minute over {window_text}"
+    else:
+        orphan_rate = (
+            f"+{orphan_growth} in {window_text}; a rate per minute after {MIN_RATE_WINDOW_S:g} s"
+        )
     if level == "growing":
         message = (
             f"Leaking: orphaned session copies are growing on {_workers_text(growing)} "
-            f"(+{orphans_per_min:g} per minute over {window_text}); "
+            f"({orphan_rate}); "
             f"{orphaned} orphaned copies on {len(leaking)} of {k} workers, "
             f"the first at t = {_fmt_t(since or 0.0)}. These histories will never be read "
             "again: sessions are bouncing between client workers (the spawn-pin policy keeps "
             "each subagent on one worker)."
+        )
+    elif level == "leak" and ended:
+        grew = f", still growing at its end ({orphan_rate})" if growing else ""
+        message = (
+            f"Leaked: the run left {orphaned} orphaned session copies on "
+            f"{_workers_text(leaking)}, the first at t = {_fmt_t(since or 0.0)}{grew}. "
+            "Sessions bounced between client workers and left stale histories behind."
         )
     elif level == "leak":
         message = (
@@ -277,14 +307,31 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
         )
     else:
         message = "No orphaned session copies: no session has bounced between client workers."
-        if copies_per_min > 0:
+        if ended and copies_per_min > 0 and rated:
+            message += (
+                f" Session copies grew by {copies_per_min:g} per minute over the run's "
+                f"{window_text.removeprefix('the ')} ({copies} held at its end): histories of "
+                "live sessions, released at their final turn."
+            )
+        elif copies_per_min > 0 and rated:
             message += (
                 f" Session copies grow by {copies_per_min:g} per minute ({copies} held): "
                 "histories of live sessions, released at their final turn."
             )
+        elif copy_growth > 0 and not ended:
+            message += (
+                f" Session copies: {copies} held (+{copy_growth} in {window_text}; a rate per "
+                f"minute after {MIN_RATE_WINDOW_S:g} s): histories of live sessions, released "
+                "at their final turn."
+            )
     figures = f"orphaned copies {orphaned}"
     if orphaned or orphans_per_min:
-        figures += ", flat" if orphans_per_min == 0 else f", {orphans_per_min:+g}/min"
+        if ended or orphans_per_min == 0:
+            figures += "" if ended else ", flat"
+        else:
+            figures += (
+                f", {orphans_per_min:+g}/min" if rated else f", +{orphan_growth} in {_fmt_t(dt_s)}"
+            )
     hosts = _host_leaks(series[first:])
     answering = [h for h in hosts if not h["lost"]]
     rss_bytes: int | None = None
@@ -313,20 +360,21 @@ def leak_assess(points: Iterable[LeakPoint], *, window_s: float = WINDOW_S) -> L
                 f"({fastest['host']}), {_mib_rate(fastest['rss_mib_per_min'])}"
             )
         message += "."
-        if level == "ok" and rss_mib_per_min > 0:
+        if level == "ok" and rss_mib_per_min > 0 and not ended:
             message += (
                 " Memory growth alone is not called a leak: a process also grows while it "
                 "warms up (connections, buffers, live sessions); watch whether it levels off."
             )
     return {
         "level": level,
-        "badge": BADGES[level],
+        "badge": "leaked" if ended and level == "leak" else BADGES[level],
         "orphaned": orphaned,
         "orphans_per_min": orphans_per_min,
         "copies": copies,
         "copies_per_min": copies_per_min,
         "since_t_s": since,
         "window_s": window_s,
+        "rated": rated,
         "leaking_workers": leaking,
         "growing_workers": growing,
         "workers": workers,

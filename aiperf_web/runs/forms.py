@@ -84,6 +84,12 @@ class LaunchForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text=f"at most {limits.NOTES_CHARS} characters",
     )
+    allow_overlap = forms.BooleanField(
+        required=False,
+        label="Share the endpoint",
+        help_text="start even while another run uses the endpoint (each one's latencies then "
+        "include the other's load; the overlap is recorded on both runs)",
+    )
 
     def __init__(
         self, *args: Any, scenarios: list[Any], endpoints: list[Any], **kwargs: Any
@@ -130,6 +136,17 @@ class LaunchForm(forms.Form):
         if target not in self.affinity_by_target:
             target = str(ordered[0].uuid) if ordered else "simulated"
         self._offer_affinity(str(target))
+        if chosen is not None:
+            self._show_actions(self.scenario_values[str(chosen)], str(target))
+        # Per host only means something with client worker processes (the page's script
+        # follows the checkbox; unticked, the field is greyed out and not sent).
+        processes = (
+            self.data.get("client_worker_processes")
+            if self.is_bound
+            else self.initial.get("client_worker_processes")
+        )
+        if not processes:
+            self.fields["client_workers_per_host"].widget.attrs["disabled"] = True
 
     def _show_scenario_values(self, hints: dict[str, str]) -> None:
         """Each knob's scenario value: the placeholder of an input, the label of a list's
@@ -143,6 +160,23 @@ class LaunchForm(forms.Form):
                 ]
             else:
                 field.widget.attrs["placeholder"] = hint
+
+    def _show_actions(self, hints: dict[str, str], target: str) -> None:
+        """The blank choice of affinity_actions says what the endpoint will get: actions are
+        only sent with dynamo-nvext; other modes send no session_control at all."""
+        affinity = (self.data.get("affinity") if self.is_bound else "") or hints.get("affinity", "")
+        field = cast(forms.ChoiceField, self.fields["affinity_actions"])
+        label = actions_label(
+            affinity=affinity,
+            scenario=hints.get("affinity_actions", ""),
+            endpoint=self.affinity_by_target[target]["actions"],
+        )
+        field.choices = [
+            ("", label) if value == "" else (value, text)
+            for value, text in cast(list[tuple[str, str]], field.choices)
+        ]
+        if affinity != "dynamo-nvext":
+            field.widget.attrs["disabled"] = True
 
     def _offer_affinity(self, target: str) -> None:
         """Offer only the affinity modes the chosen target accepts (the page's script does the
@@ -162,6 +196,15 @@ class LaunchForm(forms.Form):
 
     def knob_group(self) -> list[forms.BoundField]:
         return [self[name] for name in self.knob_fields]
+
+
+def actions_label(*, affinity: str, scenario: str, endpoint: str | None) -> str:
+    """What a blank affinity_actions means for the run (static/js/launch.js says the same)."""
+    if affinity != "dynamo-nvext":
+        return f"not sent with {affinity or 'this affinity'}"
+    if endpoint:
+        return f"endpoint: {endpoint} (its connection test)"
+    return f"scenario: {scenario}"
 
 
 # "(default 16)" and the like in the engine's knob descriptions.

@@ -223,7 +223,8 @@ def _submit(
         prompt_tokens=turn.input_tokens,
         output_tokens=output_tokens,
         cached_tokens=placement.cached_tokens,
-        itl_ms=placement.itl_s * 1000.0,
+        # As a live stream: no inter-token latency with fewer than two tokens (it read 0 ms).
+        itl_ms=placement.itl_s * 1000.0 if output_tokens > 1 else None,
         status=200,
     )
 

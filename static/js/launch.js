@@ -3,7 +3,9 @@
 // dynamo-nvext's actions to the generation the test found. When another scenario is picked,
 // show its value of each knob (the placeholder of an input, the blank choice of a list): a
 // blank field keeps it. The server renders the same for the choices selected at load and
-// refuses any other mode, so this only saves a round trip.
+// refuses any other mode, so this only saves a round trip. affinity_actions says what the
+// endpoint will get (only dynamo-nvext sends them) and "client workers per host" is greyed out
+// while "client worker processes" is unticked (aiperf_web/runs/forms.py renders the same).
 const offers = JSON.parse(document.getElementById("affinity-data").textContent);
 const scenarioValues = JSON.parse(document.getElementById("scenario-values").textContent);
 const scenario = document.getElementById("id_scenario");
@@ -11,6 +13,8 @@ const target = document.getElementById("id_target");
 const affinity = document.getElementById("id_affinity");
 const actions = document.getElementById("id_affinity_actions");
 const note = affinity.parentElement.querySelector("small");
+const processes = document.getElementById("id_client_worker_processes");
+const perHost = document.getElementById("id_client_workers_per_host");
 let preset = actions && offers[target.value] && actions.value === offers[target.value].actions;
 
 function offer() {
@@ -24,6 +28,25 @@ function offer() {
     actions.value = found.actions || "";
     preset = Boolean(found.actions);
   }
+  showActions();
+}
+
+// The blank choice of affinity_actions: what a run launched now sends (forms.actions_label).
+function showActions() {
+  if (!actions) return;
+  const hints = scenarioValues[scenario.value] || {};
+  const mode = affinity.value || hints.affinity || "";
+  const found = offers[target.value] || offers.simulated;
+  const blank = [...actions.options].find((o) => o.value === "");
+  if (blank) {
+    blank.textContent = mode !== "dynamo-nvext" ? `not sent with ${mode || "this affinity"}`
+      : found.actions ? `endpoint: ${found.actions} (its connection test)` : `scenario: ${hints.affinity_actions}`;
+  }
+  actions.disabled = mode !== "dynamo-nvext";
+}
+
+function followProcesses() {
+  if (processes && perHost) perHost.disabled = !processes.checked;
 }
 
 function keepLabel(name) {
@@ -42,8 +65,12 @@ function showScenarioValues() {
       el.placeholder = hint;
     }
   }
+  showActions();
 }
 
 target.addEventListener("change", offer);
 scenario.addEventListener("change", showScenarioValues);
+affinity.addEventListener("change", showActions);
 if (actions) actions.addEventListener("change", () => { preset = false; });
+if (processes) processes.addEventListener("change", followProcesses);
+followProcesses();

@@ -131,7 +131,8 @@ export const CATALOG = {
       const xs = s.points.map((p) => p.t_s);
       const ys = [];
       for (const key of ["ttft_ms", "itl_ms", "latency_ms"]) {
-        for (const q of ["p50", "p90", "p99"]) ys.push(s.points.map((p) => (p[key] || {})[q] ?? null));
+        // An interval with no answered request has no percentile (a gap, never a 0).
+        for (const q of ["p50", "p90", "p99"]) ys.push(s.points.map((p) => (p.requests > 0 ? (p[key] || {})[q] ?? null : null)));
       }
       chart.add([0, 1, 2, 3, 4, 5, 6, 7, 8], ys.map(() => xs), ys);
     },
@@ -361,9 +362,10 @@ function serverMetrics(field, overall, fixed, scale, unit, format) {
       const fresh = w.ids.filter((id) => !chart.workerTrace.has(id));
       if (fresh.length) {
         for (const id of fresh) if (!view.smWorkers.has(id)) view.smWorkers.set(id, view.smWorkers.size);
-        const many = chart.workerTrace.size + fresh.length > 8;
+        // No legend entry per server worker: a worker reporting no value for this figure drew
+        // no line, yet was listed (w0-w7 beside the totals alone). Hover names each line.
         chart.addTraces(fresh.map((id) => ({
-          name: `w ${shortId(id)}`, x: [], y: [], mode: "lines", showlegend: !many, legendgroup: String(id),
+          name: `w ${shortId(id)}`, x: [], y: [], mode: "lines", showlegend: false, legendgroup: String(id),
           line: { color: workerColor(view.smWorkers.get(id)), width: 1.3 },
           hovertemplate: `worker ${shortId(id)}: %{y${format}}${unit}<extra></extra>`,
         })));

@@ -135,7 +135,10 @@ export class Chart {
   }
   dirty(range) {
     if (!this.ready) return false;
-    if (!this.plotted || this.pending || this.rebuild) return true;
+    // Not plotted before its first point: an empty chart drew bare axes (a 0-1 s axis beside
+    // the others' run time); until then the element says it waits (data-empty, live.css).
+    if (!this.plotted) return !!(this.pending || this.rebuild);
+    if (this.pending || this.rebuild) return true;
     return this.time && !!range && (!this.range || this.range[0] !== range[0] || this.range[1] !== range[1]);
   }
   addTraces(traces) {

@@ -33,6 +33,7 @@ export class RunView {
     this.intervalS = opts.intervalS || 1.0;
     this.workerIds = opts.workerIds || {};
     this.live = !!opts.live;
+    this.ended = opts.live === false;
     this.virtual = !!opts.virtual;
     this.startedMs = opts.startedAt ? Date.parse(opts.startedAt) : null;
     this.clockPoints = []; // [t_s, wall_s] per sample: run time -> wall clock
@@ -400,9 +401,11 @@ export class RunView {
     put("output_tokens_per_s", fmt(d.output_tokens_per_s, 0));
     put("errors", fmt(d.errors, 0));
     put("in_flight", fmt(d.in_flight, 0));
+    // No percentile before a request was answered (nor an ITL before one had two tokens).
     for (const k of ["ttft_ms", "itl_ms", "latency_ms"]) {
-      put(`${k}.p50`, fmt((d[k] || {}).p50, 1));
-      put(`${k}.p99`, fmt((d[k] || {}).p99, 1));
+      const q = (d.requests || 0) > 0 ? d[k] || {} : {};
+      put(`${k}.p50`, fmt(q.p50, 1));
+      put(`${k}.p99`, fmt(q.p99, 1));
     }
     const hit = d.prefix_cache_hit_ratio;
     put("prefix_cache_hit_ratio", hit === null || hit === undefined ? "—" : (100 * hit).toFixed(1) + " %");
@@ -495,9 +498,13 @@ export class RunView {
     if (!body) return;
     const rows = v.workers.filter((w) => w.orphaned > 0 || w.orphans_per_min > 0)
       .sort((a, b) => b.orphans_per_min - a.orphans_per_min || b.orphaned - a.orphaned).slice(0, 16);
+    // Rates per minute only from a long enough window (leaks.py MIN_RATE_WINDOW_S), none once
+    // the run ended (a finished run grows no more).
+    const rated = v.rated !== false && !this.ended;
+    const rate = (x) => (rated ? `${x > 0 ? "+" : ""}${x}` : "—");
     body.innerHTML = rows.map((w) => `<tr><td>${w.worker}</td><td class="num">${w.orphaned}</td>` +
-      `<td class="num">${w.orphans_per_min > 0 ? "+" : ""}${w.orphans_per_min}</td><td class="num">${w.copies}</td>` +
-      `<td class="num">${w.copies_per_min}</td><td class="num">${fmtBytes(w.cached_bytes)}</td></tr>`).join("");
+      `<td class="num">${rate(w.orphans_per_min)}</td><td class="num">${w.copies}</td>` +
+      `<td class="num">${rate(w.copies_per_min)}</td><td class="num">${fmtBytes(w.cached_bytes)}</td></tr>`).join("");
     const table = this.$("#leak-table");
     if (table) table.hidden = rows.length === 0;
   }
