@@ -306,6 +306,13 @@ else:
 # -- The product's own settings ------------------------------------------------------------
 # Benchmark traffic goes only to these hosts: CIDRs, IPs, host names, `*.suffix`, or `*`.
 AIPERF_OUTBOUND_ALLOWLIST = env_list("AIPERF_OUTBOUND_ALLOWLIST", "127.0.0.0/8,::1,localhost")
+# Run-end webhooks go only to these hosts (the same kinds of entries), a list of their own: a
+# chat or CI host here is not a benchmark target. Whatever it says, a webhook never reaches the
+# service's own ports (its site, the built-in mock and endpoints, its database and Redis).
+AIPERF_WEBHOOK_ALLOWLIST = env_list("AIPERF_WEBHOOK_ALLOWLIST", "127.0.0.0/8,::1,localhost")
+# The port `manage.py serve` listens on (serve sets it for itself and its children): no webhook
+# may call it. 0: not known (the site is served otherwise; AIPERF_PUBLIC_URL's port counts).
+AIPERF_SERVE_PORT = env_int("AIPERF_SERVE_PORT", 0)
 AIPERF_ADMIN_PASSWORD = env_str("AIPERF_ADMIN_PASSWORD")
 # The site's address as people reach it: the absolute links in run-end webhooks (a worker
 # has no request to take the host from).

@@ -105,9 +105,17 @@ def host_allowed(host: str, allowlist: list[str] | None = None) -> bool:
     return bool(addresses) and all(any(a in net for net in networks) for a in addresses)
 
 
-def check_outbound_url(url: str, *, field: str = "base_url") -> None:
+def check_outbound_url(
+    url: str,
+    *,
+    field: str = "base_url",
+    allowlist: list[str] | None = None,
+    setting: str = "AIPERF_OUTBOUND_ALLOWLIST",
+) -> None:
     """Raise Invalid naming `field` when `url`'s host is oddly spelled or outside the
-    allowlist; never anything else."""
+    allowlist (AIPERF_OUTBOUND_ALLOWLIST, or `allowlist`, the list of `setting`); never
+    anything else."""
+    entries = settings.AIPERF_OUTBOUND_ALLOWLIST if allowlist is None else allowlist
     try:
         host = urlsplit(url).hostname or ""
     except ValueError as exc:  # e.g. an unclosed "[" around an IPv6 address
@@ -115,10 +123,10 @@ def check_outbound_url(url: str, *, field: str = "base_url") -> None:
     problem = host_problem(host)
     if problem is not None:
         raise Invalid.field(field, problem)
-    if not host_allowed(host):
+    if not host_allowed(host, entries):
+        which = "outbound" if setting == "AIPERF_OUTBOUND_ALLOWLIST" else "webhook"
         raise Invalid.field(
             field,
-            f"host {host or '?'!s} is not in the outbound allowlist "
-            f"({', '.join(settings.AIPERF_OUTBOUND_ALLOWLIST)}); "
-            "an administrator can extend AIPERF_OUTBOUND_ALLOWLIST",
+            f"host {host or '?'!s} is not in the {which} allowlist "
+            f"({', '.join(entries) or 'empty'}); an administrator can extend {setting}",
         )

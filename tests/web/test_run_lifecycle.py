@@ -257,7 +257,7 @@ def test_a_webhook_url_outside_the_allowlist_is_refused_when_saved_and_when_sent
 ) -> None:
     world = World(mock_url)
     for url, why in (
-        ("http://10.1.2.3/hook", "outbound allowlist"),
+        ("http://10.1.2.3/hook", "webhook allowlist"),
         ("ftp://127.0.0.1/hook", "http:// or https://"),
         ("http://0177.0.0.1/hook", "four decimal numbers"),
     ):
@@ -265,10 +265,10 @@ def test_a_webhook_url_outside_the_allowlist_is_refused_when_saved_and_when_sent
             team_webhook_set(actor=world.owner, team=world.team, url=url)
     assert Team.objects.get(pk=world.team.pk).webhook_url == ""
     team_webhook_set(actor=world.owner, team=world.team, url=capture.url)
-    settings.AIPERF_OUTBOUND_ALLOWLIST = ["10.0.0.0/8"]  # narrowed after the URL was saved
+    settings.AIPERF_WEBHOOK_ALLOWLIST = ["10.0.0.0/8"]  # narrowed after the URL was saved
     run = _run_simulated(world)
     assert capture.seen == []
-    assert any("not in the outbound allowlist" in line for line in _log(run))
+    assert any("not in the webhook allowlist" in line for line in _log(run))
 
 
 def test_a_redirect_is_not_followed(transactional_db: Any, mock_url: str, capture: Capture) -> None:

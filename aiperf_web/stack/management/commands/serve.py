@@ -11,6 +11,7 @@ real Dynamo is down.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from types import FrameType
@@ -65,6 +66,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         out = self.stdout
+        # No webhook may call the site's own port (core/webhooks.py): known here and, through
+        # the environment, in the worker processes started below.
+        os.environ["AIPERF_SERVE_PORT"] = str(opts["port"])
+        settings.AIPERF_SERVE_PORT = opts["port"]
         if not opts["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
         # Stopped in reverse order at exit: the web side's helpers first, the mock last.
