@@ -98,6 +98,9 @@ def run_report(*, run_obj: Run) -> RunReport:
 
 TREE_SCAN_RECORDS = 20_000
 TREES_SHOWN = 6
+# The shape of the stored tree data: a run's trees stored in an older shape are built again
+# (2: each session's requests, for the timeline).
+TREES_VERSION = 2
 
 
 def _tree_layout(sessions: dict[str, dict[str, Any]], root: str) -> None:
@@ -157,6 +160,8 @@ def trees_build(records: Sequence[Mapping[str, Any]], *, limit: int = TREES_SHOW
                 r.get("cached_tokens"),
                 r.get("prompt_tokens"),
                 r.get("error"),
+                r.get("start_s"),
+                r.get("end_s"),
             )
         )
     # The trees with the most sessions first: they are the ones bounces and lineage show in.
@@ -171,7 +176,7 @@ def trees_build(records: Sequence[Mapping[str, Any]], *, limit: int = TREES_SHOW
             }  # fmt: skip
         nodes = []
         for node in sessions.values():
-            turns = sorted(node.pop("turns"))
+            turns = sorted(node.pop("turns"), key=lambda t: (t[0], t[6] or 0.0))
             workers = [t[1] for t in turns if t[1] is not None]
             first = turns[0] if turns else None
             switches = sum(1 for a, b in itertools.pairwise(workers) if a != b)
@@ -187,6 +192,13 @@ def trees_build(records: Sequence[Mapping[str, Any]], *, limit: int = TREES_SHOW
                     "first_turn_hit": bool(first and first[3]) if first else None,
                     "first_turn_index": first[0] if first else None,
                     "errors": sum(1 for t in turns if t[5]),
+                    # The timeline's bars: [turn, start_s, end_s, client worker, inference
+                    # worker, cached tokens, prompt tokens, error] per request, in turn order.
+                    "requests": [
+                        [t[0], t[6], t[7], t[1], t[2], t[3], t[4], t[5]]
+                        for t in turns
+                        if t[6] is not None and t[7] is not None
+                    ],
                 }
             )
             nodes.append(node)
@@ -207,7 +219,7 @@ def run_trees(*, run_obj: Run) -> dict[str, Any]:
     read whatever the run's size) and kept once the run has ended."""
     if run_obj.status in FINAL:
         stored = RunTrees.objects.filter(run=run_obj).values_list("data", flat=True).first()
-        if stored is not None:
+        if stored is not None and stored.get("version") == TREES_VERSION:
             return dict(stored)
     rows = (
         RunRecord.objects.filter(run=run_obj, warmup=False)
@@ -216,6 +228,7 @@ def run_trees(*, run_obj: Run) -> dict[str, Any]:
     )
     records = list(rows)
     data = {
+        "version": TREES_VERSION,
         "scanned_records": len(records),
         "complete": len(records) < TREE_SCAN_RECORDS,
         "trees": trees_build(records),

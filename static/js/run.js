@@ -2,7 +2,7 @@
 // run is queued or running, extends it with the live feed: snapshots for the charts, the run's
 // row (status, reason, started and finished times) and log lines as they change. When the run
 // ends the page reloads into the report (the final report always comes from the database).
-import { drawTrees, finishRunPage, viewOptions } from "./charts/report.js";
+import { drawTimelines, drawTrees, finishRunPage, treeLegend, viewOptions } from "./charts/report.js";
 import { fmtClock } from "./charts/format.js";
 import { RunView } from "./charts/view.js";
 import { connectRun, showState } from "./live.js";
@@ -150,7 +150,14 @@ const treesBox = document.getElementById("trees");
 if (treesBox && page.trees_url) {
   let trees = null;
   let mode = "client";
-  const redraw = () => drawTrees(treesBox, trees, mode, page.inference_worker_ids || {});
+  const ids = page.inference_worker_ids || {};
+  const timelines = document.getElementById("timelines");
+  const redraw = () => {
+    drawTrees(treesBox, trees, mode, ids);
+    treeLegend(document.getElementById("trees-legend"), trees, mode, ids);
+    drawTimelines(timelines, trees, mode, ids);
+    if (timelines) timelines.dataset.ready = "1";
+  };
   fetch(page.trees_url, { credentials: "same-origin" })
     .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`HTTP ${r.status}`))))
     .then((data) => {
@@ -163,7 +170,10 @@ if (treesBox && page.trees_url) {
       redraw();
       treesBox.dataset.ready = "1";
     })
-    .catch((e) => { treesBox.textContent = `The tree view could not be loaded (${e.message}).`; });
+    .catch((e) => {
+      treesBox.textContent = `The tree view could not be loaded (${e.message}).`;
+      if (timelines) timelines.textContent = "";
+    });
   for (const b of document.querySelectorAll("[data-tree-mode]")) {
     b.addEventListener("click", () => {
       mode = b.dataset.treeMode;
