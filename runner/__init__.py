@@ -12,7 +12,7 @@ names (a test enforces it):
     run(spec, *, traces, sink, stop, fleet) -> RunResult   either clock, blocking
     run_async(...)                                      the same inside an event loop
     FleetPlan(redis_url, start_hosts)                   client workers as processes (fleet)
-    serve_hosts(redis_url, run_key, workers)            a host process's client workers, blocking
+    serve_hosts(redis_url, run_key, workers, secret=)   a host process's client workers, blocking
     Sink, ListSink, Snapshot, Summary, RecordDict       what a run reports while it goes
     load_workload, load_trace, inspect_trace, Trace, DEFAULT_MAX_BYTES, FILE_FORMATS
     dump_native(trace) -> str                           a loaded trace as native JSON lines

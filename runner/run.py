@@ -337,13 +337,15 @@ async def _fleet(
     placed_as = f"{_count(spec.client_workers, 'client worker')} in " + _count(
         len(groups), "host process", "host processes"
     )
-    sender = FleetSender(traces, config, redis_url=plan.redis_url, run=plan.run_key)
+    sender = FleetSender(
+        traces, config, redis_url=plan.redis_url, run=plan.run_key, secret=plan.secret
+    )
     hosts = None
     start_hosts: Callable[[], None] | None = None
     if plan.start_hosts is None:
-        hosts = LocalHosts(plan.redis_url, plan.run_key, groups)
+        hosts = LocalHosts(plan.redis_url, plan.run_key, groups, secret=plan.secret)
     else:
-        start_hosts = functools.partial(plan.start_hosts, plan.run_key, groups)
+        start_hosts = functools.partial(plan.start_hosts, plan.run_key, groups, plan.secret)
     on_wait = None if sink is None else functools.partial(sink.log, "info")
     if sink is not None:
         sink.log("info", f"waiting for {placed_as} (fleet {plan.run_key})")

@@ -8,7 +8,7 @@ import socket
 
 from celery import shared_task
 
-from aiperf_web.runs.fleet import HOST_TASK
+from aiperf_web.runs.fleet import HOST_TASK, fleet_secret_open
 from aiperf_web.runs.tickets import TASK_NAME
 from aiperf_web.runs.worker import run_execute_next
 from runner import serve_hosts
@@ -21,7 +21,11 @@ def execute_run(run_uuid: str = "") -> str:
 
 
 @shared_task(name=HOST_TASK, acks_late=False, ignore_result=True)
-def host_client_workers(redis_url: str, run_key: str, workers: list[int]) -> list[str]:
+def host_client_workers(
+    redis_url: str, run_key: str, workers: list[int], sealed_secret: str
+) -> list[str]:
     # A group of client workers of a run whose workers are processes (runs/fleet.py), served
-    # together by this pool process until the run ends.
-    return [report.stopped for report in serve_hosts(redis_url, run_key, workers)]
+    # together by this pool process until the run ends. The run's key came sealed under the
+    # service's at-rest key (the task's arguments lie in the broker, Redis).
+    secret = fleet_secret_open(sealed_secret)
+    return [report.stopped for report in serve_hosts(redis_url, run_key, workers, secret=secret)]

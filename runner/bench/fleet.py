@@ -138,11 +138,11 @@ async def _started_fleet(
     run = uuid.uuid4().hex[:12]
     workers = config.engine.client_workers
     procs: Any
+    sender = FleetSender([trace], config, redis_url=redis_url, run=run)
     if echo:
         procs = _bench_processes("echo", redis_url, run, workers)
     else:
-        procs = LocalHosts(redis_url, run, host_groups(workers, 1))
-    sender = FleetSender([trace], config, redis_url=redis_url, run=run)
+        procs = LocalHosts(redis_url, run, host_groups(workers, 1), secret=sender.secret)
     await sender.start(timeout_s=60)
     return sender, procs
 

@@ -5,12 +5,17 @@ serves the client workers it is given (`--worker N`, repeatable): each sends the
 routed to it over its own connection pool, keeps its own session copies, and reports results
 and heartbeats through Redis (runner/fleet), all on this process's one event loop. It leaves
 when the run ends, or when the orchestrator has been gone for a few seconds.
+
+The run's key (which opens the configuration the orchestrator sealed into Redis) comes from
+the environment, AIPERF_FLEET_SECRET, never from the command line, which every user of the
+machine can read; the orchestrator that starts local hosts sets it for them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 __all__ = ["add_parser", "run"]
@@ -25,7 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "serves with --worker (repeat it to serve several together: each keeps its own "
         "connections, session copies and heartbeat; RSS and CPU are the process's). Start "
         "processes covering every worker, on any host that reaches Redis and the endpoint; "
-        "the orchestrator waits for all of them. Prints one JSON line per worker served.",
+        "the orchestrator waits for all of them. Prints one JSON line per worker served. "
+        "The run's key comes from the environment variable AIPERF_FLEET_SECRET.",
     )
     parser.add_argument("--redis", required=True, metavar="URL", help="redis://host:port/db")
     parser.add_argument("--run", required=True, metavar="KEY", help="the run's fleet key")
@@ -50,11 +56,21 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     from runner.fleet import serve_hosts
+    from runner.fleet.host import SECRET_ENV
 
     if min(args.workers) < 0 or len(set(args.workers)) != len(args.workers):
         sys.stderr.write("error: each --worker must be 0 or more, and given once\n")
         return 2
-    reports = serve_hosts(args.redis, args.run, args.workers, wait_config_s=args.wait_s)
+    secret = os.environ.get(SECRET_ENV, "")
+    if not secret:
+        sys.stderr.write(
+            f"error: set {SECRET_ENV} to the run's key (the orchestrator that made the run "
+            "has it; it never goes through Redis)\n"
+        )
+        return 2
+    reports = serve_hosts(
+        args.redis, args.run, args.workers, secret=secret, wait_config_s=args.wait_s
+    )
     for report in reports:
         line = {
             "worker": report.worker,

@@ -5,6 +5,9 @@
     run_host(redis, run, w)   a client worker in a host process: sends what its stream carries
     serve_hosts(redis, run, ws) a host process: workers `ws` together on its event loop
 
+The hosts' configuration (endpoint, API key, headers) lies in Redis sealed under the run's own
+key, which the hosts get from whoever starts them, never through Redis (host.py).
+
 The engine (scheduler, sticky router, affinity, books) stays in the orchestrating process, so
 every routing figure means what it means in-process; only the HTTP exchanges and the session
 copies move out.

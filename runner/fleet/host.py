@@ -7,12 +7,25 @@ history it last sent) until that session's last turn is answered here; copies of
 whose later turns went to another worker stay, which is the stale-copy leak of seed 004, now
 in a real process's memory. Its heartbeat reports RSS, CPU time, requests in flight and its
 copies, so the orchestrator and the live page see each worker as the operating system does.
+
+The run's configuration (endpoint, API key, headers, which may carry credentials) reaches the
+hosts through Redis sealed: a Fernet token under a key made for that run alone
+(`new_fleet_secret`), which never goes to Redis itself. The orchestrator hands it to the hosts
+it starts out of band: a local `client-worker` process in its environment (SECRET_ENV, not on
+its command line, which any user of the machine can read), the web service's `fleet.host`
+task wrapped under the service's own at-rest key (aiperf_web/core/crypto.py), which its hosts
+worker shares. Why this and not a call to the service for the key: the hosts need nothing but
+Redis and the endpoint today; a call back would give every host machine a route to the
+service's API and a credential for it, and the runner (which has no service) a second way to
+work. Anyone reading Redis (a shared instance, a dump, MONITOR) sees ciphertext only, and one
+run's key opens nothing of another run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -25,10 +38,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
 import redis.asyncio as aioredis
+from cryptography.fernet import Fernet, InvalidToken
 from redis.exceptions import ResponseError
 
 from runner.client import EncodedRequest, InferenceClient, ResponseResult, Timeouts
 from runner.fleet.loop import fleet_loop
+from runner.fleet.plan import FleetError
 from runner.fleet.wire import (
     CONTROL_CANCEL,
     CONTROL_STOP,
@@ -42,8 +57,10 @@ from runner.fleet.wire import (
 )
 
 __all__ = [
+    "SECRET_ENV",
     "HostClient",
     "HostReport",
+    "new_fleet_secret",
     "read_host_config",
     "run_host",
     "serve_hosts",
@@ -54,6 +71,13 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _READ_BATCH = 512  # stream entries per read: one tick's worth at thousands of credits/s
 _READ_BLOCK_MS = 100  # a read waits this long for work before checking whether to leave
 _FINAL_FLUSH_S = 10.0  # after the stop: in-flight answers and the last results, at most
+# The environment variable a local host process reads its run's key from.
+SECRET_ENV = "AIPERF_FLEET_SECRET"
+
+
+def new_fleet_secret() -> str:
+    """A run's own key for its hosts' configuration (a Fernet key, urlsafe base64)."""
+    return Fernet.generate_key().decode()
 
 
 @dataclass(slots=True)
@@ -83,21 +107,31 @@ class _State:
 
 
 def serve_hosts(
-    redis_url: str, run: str, workers: Sequence[int], *, wait_config_s: float = 30.0
+    redis_url: str,
+    run: str,
+    workers: Sequence[int],
+    *,
+    secret: str,
+    wait_config_s: float = 30.0,
 ) -> list[HostReport]:
     """`run_host` for each of `workers` together on this process's own event loop, blocking:
     what a client-worker process runs (`python -m runner client-worker`, the service's
     `fleet.host` task). Each worker keeps its own stream, connections, session copies and
     heartbeat; they share the process, so their heartbeats report the same `host`, RSS and CPU.
+    `secret` is the run's key (`new_fleet_secret`), given by whoever started the run.
     `kill -USR1 <pid>` prints what each of its tasks waits on."""
     with asyncio.Runner(loop_factory=fleet_loop) as runner:
-        return runner.run(_with_stack_dump(_run_hosts(redis_url, run, workers, wait_config_s)))
+        return runner.run(
+            _with_stack_dump(_run_hosts(redis_url, run, workers, secret, wait_config_s))
+        )
 
 
 async def _run_hosts(
-    redis_url: str, run: str, workers: Sequence[int], wait_config_s: float
+    redis_url: str, run: str, workers: Sequence[int], secret: str, wait_config_s: float
 ) -> list[HostReport]:
-    hosts = (run_host(redis_url, run, w, wait_config_s=wait_config_s) for w in workers)
+    hosts = (
+        run_host(redis_url, run, w, secret=secret, wait_config_s=wait_config_s) for w in workers
+    )
     return list(await asyncio.gather(*hosts))
 
 
@@ -137,8 +171,11 @@ def write_host_config(
     timeouts: Timeouts,
     connections: int,
     ttl_s: int,
+    secret: str,
 ) -> Any:
-    """What every host of the run needs to reach the endpoint (a pipeline or client call)."""
+    """What every host of the run needs to reach the endpoint (a pipeline or client call),
+    sealed under the run's key `secret`: Redis never holds the API key or a header in the
+    clear."""
     payload = {
         "endpoint": endpoint,
         "api_key": api_key,
@@ -146,7 +183,20 @@ def write_host_config(
         "timeouts": [timeouts.connect_s, timeouts.read_s, timeouts.total_s, timeouts.pool_s],
         "connections": connections,
     }
-    return client.set(keys.prefix + "config", json.dumps(payload), ex=ttl_s)
+    sealed = Fernet(secret.encode()).encrypt(json.dumps(payload).encode())
+    return client.set(keys.prefix + "config", sealed, ex=ttl_s)
+
+
+def open_host_config(sealed: bytes, secret: str) -> bytes:
+    """The configuration `write_host_config` sealed, as JSON; FleetError when `secret` is not
+    the run's key (a host given another run's key, or none)."""
+    try:
+        return Fernet(secret.encode()).decrypt(sealed)
+    except (InvalidToken, ValueError):
+        raise FleetError(
+            "the run's configuration does not open with the key this host was given "
+            f"({SECRET_ENV} or the service's host task): it belongs to another run"
+        ) from None
 
 
 class HostClient(Protocol):
@@ -165,7 +215,7 @@ class HostClient(Protocol):
 
 
 def read_host_config(raw: bytes) -> HostClient:
-    """The client the run's configuration (`write_host_config`) describes."""
+    """The client the run's configuration (`write_host_config`, opened) describes."""
     config = json.loads(raw)
     connect_s, read_s, total_s, pool_s = config["timeouts"]
     client = InferenceClient(
@@ -178,17 +228,26 @@ def read_host_config(raw: bytes) -> HostClient:
     return client
 
 
+def _open_and_read(sealed: bytes, *, secret: str) -> HostClient:
+    return read_host_config(open_host_config(sealed, secret))
+
+
 async def run_host(
     redis_url: str,
     run: str,
     worker: int,
     *,
+    secret: str = "",
     wait_config_s: float = 30.0,
-    client_for: Callable[[bytes], HostClient] = read_host_config,
+    client_for: Callable[[bytes], HostClient] | None = None,
 ) -> HostReport:
     """Serve client worker `worker` of run `run` until the orchestrator says stop (or stops
     refreshing the run's `alive` key). Returns what this worker did and holds. `client_for`
-    turns the run's configuration into the client requests go through."""
+    turns the run's sealed configuration into the client requests go through; by default
+    `secret`, the run's key, opens it and `read_host_config` reads it (a benchmark's stand-in
+    client that reads nothing needs no key)."""
+    if client_for is None:
+        client_for = functools.partial(_open_and_read, secret=secret)
     keys = RunKeys(run)
     stream = keys.credits(worker)
     consumer = f"{socket.gethostname()}:{os.getpid()}"
@@ -199,7 +258,11 @@ async def run_host(
         if raw is None:
             report.stopped = "orphaned"
             return report
-        client = client_for(raw)
+        try:
+            client = client_for(raw)
+        except FleetError as exc:
+            report.stopped = f"failed: {exc}"
+            return report
         with contextlib.suppress(ResponseError):  # BUSYGROUP: the orchestrator made it
             await r.xgroup_create(stream, GROUP, id="0", mkstream=True)
         state = _State()

@@ -26,7 +26,7 @@ from redis.exceptions import ResponseError
 
 from runner.client import ResponseResult
 from runner.errors import ErrorCategory
-from runner.fleet.host import write_host_config
+from runner.fleet.host import new_fleet_secret, write_host_config
 from runner.fleet.line import FleetLine, busy_hosts, pause
 from runner.fleet.plan import FleetError
 from runner.fleet.wire import (
@@ -99,10 +99,19 @@ class FleetSender:
     """
 
     def __init__(
-        self, traces: Sequence[Trace], config: LiveConfig, *, redis_url: str, run: str
+        self,
+        traces: Sequence[Trace],
+        config: LiveConfig,
+        *,
+        redis_url: str,
+        run: str,
+        secret: str | None = None,
     ) -> None:
         """Client workers `config.engine.client_workers`, reaching `config`'s endpoint as the
-        in-process sender would (the same requests, headers, timeouts and connections)."""
+        in-process sender would (the same requests, headers, timeouts and connections). The
+        hosts' configuration goes to Redis sealed under `secret`, the run's key (a new one
+        when not given: `self.secret`), which the hosts must be given another way."""
+        self.secret = secret or new_fleet_secret()
         self.builder = RequestBuilder(
             traces,
             model=config.model,
@@ -195,6 +204,7 @@ class FleetSender:
             timeouts=self.timeouts,
             connections=self.connections,
             ttl_s=_CONFIG_TTL_S,
+            secret=self.secret,
         )
         await pipe.execute()
         for worker in range(self.workers):

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import redis
+from cryptography.fernet import Fernet
 
 from runner import SpecError, parse_spec
 from runner.affinity.emitters import AffinityConfig, AffinityKind
@@ -29,6 +30,7 @@ from runner.client import ResponseResult
 from runner.cluster import ClusterConfig
 from runner.errors import ErrorCategory
 from runner.fleet import FleetSender, RunKeys, host_groups
+from runner.fleet.host import SECRET_ENV, new_fleet_secret
 from runner.fleet.wire import (
     CreditEntry,
     decode_credits,
@@ -73,7 +75,7 @@ def trace() -> Trace:
 class Hosts:
     """One `client-worker` process per group of `per_host` client workers."""
 
-    def __init__(self, run: str, workers: int, per_host: int = 1) -> None:
+    def __init__(self, run: str, workers: int, per_host: int = 1, *, secret: str) -> None:
         self.procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "runner", "client-worker", "--redis", REDIS_URL,
@@ -82,6 +84,7 @@ class Hosts:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                env={**os.environ, SECRET_ENV: secret},  # the run's key, out of band
             )
             for group in host_groups(workers, per_host)
         ]  # fmt: skip
@@ -147,11 +150,12 @@ def replay(
     if not workers:
         return asyncio.run(replay_live(traces, config)).summary, []
     run = uuid.uuid4().hex[:12]
-    hosts = Hosts(run, workers, per_host)
+    secret = new_fleet_secret()
+    hosts = Hosts(run, workers, per_host, secret=secret)
     try:
 
         async def go():
-            sender = FleetSender(traces, config, redis_url=REDIS_URL, run=run)
+            sender = FleetSender(traces, config, redis_url=REDIS_URL, run=run, secret=secret)
             await sender.start(timeout_s=60)
             return (await replay_live(traces, config, sender=sender)).summary
 
@@ -269,11 +273,12 @@ def run_killing_hosts(mock: str, *, workers: int, victims: list[int], after_resu
         engine=engine,
     )
     run = uuid.uuid4().hex[:12]
-    hosts = Hosts(run, workers)
+    secret = new_fleet_secret()
+    hosts = Hosts(run, workers, secret=secret)
     try:
 
         async def go():
-            sender = FleetSender(traces, config, redis_url=REDIS_URL, run=run)
+            sender = FleetSender(traces, config, redis_url=REDIS_URL, run=run, secret=secret)
             await sender.start(timeout_s=60)
 
             async def kill_when_busy():
@@ -324,8 +329,10 @@ def test_a_host_leaves_when_its_orchestrator_is_gone():
         "timeouts": [1, 1, None, None],
         "connections": 4,
     }
-    client.set(keys.prefix + "config", json.dumps(config), ex=60)
-    hosts = Hosts(run, 1)
+    secret = new_fleet_secret()
+    sealed = Fernet(secret.encode()).encrypt(json.dumps(config).encode())
+    client.set(keys.prefix + "config", sealed, ex=60)
+    hosts = Hosts(run, 1, secret=secret)
     try:
         (report,) = hosts.reports()
     finally:
