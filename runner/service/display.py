@@ -97,8 +97,15 @@ def figures_line(run: Run) -> str:
 
 def compare_table(compare: Compare) -> str:
     """One row per figure, one column per run (the first is the reference: each other cell
-    carries its change against it)."""
-    headers = ["figure", *(_column(r.id, r.policy, r.scope) for r in compare.runs)]
+    carries its change against it, and "~" when that change is within noise), headed by what
+    differs between the runs; then what they all share and one sentence per configuration."""
+    headers = [
+        "figure",
+        *(
+            f"{r.letter}: {r.head}" if r.head and r.letter else _column(r.id, r.policy, r.scope)
+            for r in compare.runs
+        ),
+    ]
     rows: list[list[object]] = []
     for metric in compare.metrics:
         row: list[object] = [f"{metric.label} ({metric.unit})" if metric.unit else metric.label]
@@ -106,14 +113,19 @@ def compare_table(compare: Compare) -> str:
             text = _cell(cell.value)
             if i and cell.delta_pct is not None:
                 text += f" ({cell.delta_pct:+.1f} %)"
+                if cell.verdict == "within noise":
+                    text += " ~"
             row.append(text)
         rows.append(row)
     legend = "\n".join(
-        f"  {r.id[:8]}: {r.scenario} on {r.target}, policy {r.policy or '-'}, affinity "
-        f"{r.affinity or '-'}, scope {r.scope or '-'}, {r.status}"
+        f"  {(r.letter + ' ') if r.letter else ''}{r.id[:8]}: {r.scenario} on {r.target}, "
+        f"policy {r.policy or '-'}, affinity {r.affinity or '-'}, scope {r.scope or '-'}, "
+        f"{r.status}"
         for r in compare.runs
     )
-    return table(headers, rows) + "\n" + legend
+    said = [compare.same_for_all] if compare.same_for_all else []
+    said += compare.sentences
+    return table(headers, rows) + "\n" + legend + "".join(f"\n{line}" for line in said)
 
 
 def _column(run_id: str, policy: str | None, scope: str | None) -> str:

@@ -132,12 +132,17 @@ class ComparedRun(_Shape):
     policy: str | None
     affinity: str | None
     scope: str | None
+    # What differs between the compared runs ('c=8 · legacy'); absent from older services.
+    letter: str | None = None
+    head: str | None = None
 
 
 class Cell(_Shape):
     value: float | None
     delta_pct: float | None
     status: str
+    # reference, repeat, better, worse, within noise, same, no repeats, n/a
+    verdict: str | None = None
 
 
 class CompareMetric(_Shape):
@@ -150,6 +155,8 @@ class CompareMetric(_Shape):
 class Compare(_Shape):
     runs: list[ComparedRun]
     metrics: list[CompareMetric]
+    same_for_all: str = ""
+    sentences: list[str] = []
 
 
 T = TypeVar("T")
