@@ -536,7 +536,6 @@ def sweep_figures(
             f"interactivity: tok/s per user (1000 / ITL {p})",
             unit,
         )
-        layout["xaxis"]["rangemode"] = "tozero"
         figure = _finish({"data": data, "layout": layout}, loads=None, empty="no valid point yet")
         charts.append({"id": chart_id, "card": "throughput", "figure": figure})
 
