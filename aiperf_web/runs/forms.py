@@ -84,6 +84,12 @@ class LaunchForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text=f"at most {limits.NOTES_CHARS} characters",
     )
+    allow_overlap = forms.BooleanField(
+        required=False,
+        label="Share the endpoint",
+        help_text="start even while another run uses the endpoint (each one's latencies then "
+        "include the other's load; the overlap is recorded on both runs)",
+    )
 
     def __init__(
         self, *args: Any, scenarios: list[Any], endpoints: list[Any], **kwargs: Any

@@ -99,6 +99,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
                     overrides=overrides,
                     tags=d["tags"],
                     notes=d["notes"],
+                    allow_overlap=bool(d.get("allow_overlap")),
                 )
             except Invalid as exc:
                 add_service_errors(form, exc.fields, str(exc))

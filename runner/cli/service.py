@@ -163,6 +163,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _launch_options(p)
     p.add_argument("--tag", action="append", default=[], help="tag the run (repeatable)")
     p.add_argument("--notes", default="", help="notes kept with the run")
+    p.add_argument(
+        "--allow-overlap",
+        action="store_true",
+        help="start even while another run uses the endpoint (recorded on both runs)",
+    )
     _follow_options(p)
     p.add_argument("--json", action="store_true", help="print the run (and verdict) as JSON")
     p.set_defaults(service_handler=commands.launch)

@@ -303,6 +303,8 @@ def launch(args: argparse.Namespace) -> int:
             "tags": args.tag,
             "notes": args.notes,
         }
+        if getattr(args, "allow_overlap", False):
+            body["allow_overlap"] = True
         raw = client.post("/runs", body)
         run = parse(RunDetail, raw, where=f"POST {API}/runs")
         page = client.page_url(f"/runs/{run.id}/")

@@ -187,3 +187,23 @@ def test_an_opted_in_run_starts_beside_the_holder_and_both_record_it(
     detail = world.api("viewer").get(f"/api/v1/runs/{holder.uuid}").json()
     assert detail["overlaps"][0]["run"] == str(claimed.uuid)
     assert detail["allow_overlap"] is False
+
+
+def test_the_launch_page_offers_to_share_the_endpoint(world: World) -> None:
+    client = world.client("teammate")
+    page = client.get("/runs/new/").content.decode()
+    assert 'name="allow_overlap"' in page and "Share the endpoint" in page
+    response = client.post(
+        "/runs/new/",
+        {
+            "scenario": str(world.scenario.uuid),
+            "target": str(world.endpoint.uuid),
+            "more": "{}",
+            "allow_overlap": "on",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    launched = Run.objects.filter(status=Status.QUEUED).get()
+    assert launched.allow_overlap is True
+    shown = client.get(f"/runs/{launched.uuid}/").content.decode()
+    assert "It may share its endpoint (allow_overlap)." in shown
