@@ -226,7 +226,8 @@ def sweep_page(sweep: Sweep, *, percentile: str | None = None) -> dict[str, Any]
             if twin is None and sweep.target_kind != "simulated"
             else None,
             "export_html": _url("sweeps:export_html", sweep.uuid),
-            "export_json": _url("api-1:sweep_export", sweep.uuid),
+            "export_csv": _url("sweeps:export_data", sweep.uuid, "csv"),
+            "export_json": _url("sweeps:export_data", sweep.uuid, "json"),
             "history": _url("sweeps:history", sweep.scenario.uuid) if sweep.scenario else None,
         },
     }

@@ -4,6 +4,8 @@ render (the data: sweeps/page.py; the curves: sweeps/charts.py)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from typing import Any
 
@@ -11,6 +13,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import NoReverseMatch, reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
@@ -24,6 +27,7 @@ from aiperf_web.sweeps.models import Sweep
 from aiperf_web.sweeps.page import cards_of, sweep_history, sweep_page, sweeps_compared
 from aiperf_web.teams.models import Role
 from aiperf_web.teams.selectors import role_in_team
+from runner.sweep import csv_rows
 
 PERCENTILES = ("p50", "p90", "p95", "p99")
 MAX_COMPARED = 6
@@ -62,8 +66,6 @@ def sweep_detail(request: HttpRequest, sweep_id: str) -> HttpResponse:
 
 
 def _rerun_url(sweep: Sweep) -> str | None:
-    from django.urls import NoReverseMatch, reverse
-
     try:
         return reverse("sweeps:rerun", args=[sweep.uuid])
     except NoReverseMatch:
@@ -93,6 +95,31 @@ def sweep_export_html(request: HttpRequest, sweep_id: str) -> HttpResponse:
     )
     response = HttpResponse(html, content_type="text/html; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="sweep-{sweep.uuid}-report.html"'
+    return response
+
+
+@page
+def sweep_export_data(request: HttpRequest, sweep_id: str, fmt: str) -> HttpResponse:
+    """The sweep's figures for a spreadsheet or a script, from the page (the API's export
+    answers a token): CSV, a row per arm and load (runner.sweep.csv_rows: counts, validity,
+    the SLO verdict, each figure's mean, min and max over the valid repeats), or JSON, the
+    whole report (every point too)."""
+    if fmt not in ("csv", "json"):
+        raise NotFound(f"no export {fmt!r}: export.csv or export.json")
+    sweep = selectors.sweep_get(user=request.user, sweep_id=sweep_id)
+    report = selectors.sweep_report(sweep)
+    name = f"sweep-{sweep.uuid}"
+    if fmt == "json":
+        response = HttpResponse(report.model_dump_json(indent=1), content_type="application/json")
+    else:
+        rows = csv_rows(report)
+        out = io.StringIO()
+        if rows:
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response
 
 

@@ -13,6 +13,7 @@ urlpatterns = [
     path("<str:sweep_id>/", pages.sweep_detail, name="detail"),
     path("<str:sweep_id>/report.html", pages.sweep_export_html, name="export_html"),
     path("<str:sweep_id>/twin/", pages.sweep_twin, name="twin"),
+    path("<str:sweep_id>/export.<str:fmt>", pages.sweep_export_data, name="export_data"),
     path("<str:sweep_id>/cancel/", views.sweep_cancel, name="cancel"),
     path("<str:sweep_id>/rerun/", views.sweep_rerun, name="rerun"),
 ]

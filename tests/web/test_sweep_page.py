@@ -209,3 +209,73 @@ def test_compare_and_history_draw_sweeps_curve_against_curve(
     assert "sweep history" in history
     # Newest first: the running one is #1.
     assert history.index(str(second.uuid)) < history.index(str(first.uuid))
+
+
+REQUEST = {
+    "concurrency": [1, 2, 4],
+    "arms": [
+        {"name": "legacy", "overrides": {"policy": "legacy"}},
+        {"name": "spawn-pin", "overrides": {"policy": "spawn-pin"}},
+    ],
+    "slo": {"ttft_ms": 3000, "goodput_fraction": 0.5},
+}
+
+
+def test_the_simulated_twin_is_launched_from_the_page_and_drawn_dashed(
+    transactional_db: Any, mock_url: str, report: SweepReport
+) -> None:
+    world = World(mock_url)
+    live = _store(
+        world,
+        report,
+        ended=len(report.points),
+        status=SweepStatus.SUCCEEDED,
+    )
+    Sweep.objects.filter(pk=live.pk).update(
+        target_kind="endpoint",
+        endpoint=world.endpoint,
+        endpoint_name=world.endpoint.name,
+        request=REQUEST,
+        overrides={"duration_s": 30},
+    )
+    page = world.client("owner").get(f"/sweeps/{live.uuid}/").content.decode()
+    assert "Run the simulated twin" in page and "\\u00b7 simulated twin" not in page
+    # A viewer may look, not launch.
+    assert world.client("viewer").post(f"/sweeps/{live.uuid}/twin/").status_code == 403
+    response = world.client("teammate").post(f"/sweeps/{live.uuid}/twin/")
+    assert response.status_code == 302 and response["Location"] == f"/sweeps/{live.uuid}/"
+    twin = Sweep.objects.exclude(pk=live.pk).get()
+    assert twin.target_kind == "simulated" and twin.request == REQUEST
+    # Its points end (as the worker would store them): drawn dashed beside the live curves.
+    results = {(r.point.arm, r.point.load, r.point.repeat): r for r in report.points}
+    for point in SweepPoint.objects.filter(sweep=twin):
+        result = results[(point.arm, point.load, point.repeat)]
+        SweepPoint.objects.filter(pk=point.pk).update(
+            valid=True, result=result.model_dump(mode="json"), ended_at=timezone.now()
+        )
+    page = world.client("owner").get(f"/sweeps/{live.uuid}/").content.decode()
+    assert "Run the simulated twin" not in page
+    assert f'href="/sweeps/{twin.uuid}/"' in page  # the header links it
+    assert "legacy \\u00b7 simulated twin" in page  # its traces, in the figures' JSON
+    # The twin's own page has no twin.
+    twin_page = world.client("owner").get(f"/sweeps/{twin.uuid}/").content.decode()
+    assert "Run the simulated twin" not in twin_page
+
+
+def test_csv_and_json_exports_from_the_page(
+    transactional_db: Any, mock_url: str, report: SweepReport
+) -> None:
+    world = World(mock_url)
+    sweep = _store(world, report, ended=len(report.points), status=SweepStatus.SUCCEEDED)
+    viewer = world.client("viewer")
+    page = viewer.get(f"/sweeps/{sweep.uuid}/").content.decode()
+    assert f'href="/sweeps/{sweep.uuid}/export.csv"' in page
+    text = viewer.get(f"/sweeps/{sweep.uuid}/export.csv").content.decode()
+    lines = text.strip().splitlines()
+    assert lines[0].startswith("arm,load,label,")
+    assert len(lines) == 1 + len(report.aggregates)
+    body = viewer.get(f"/sweeps/{sweep.uuid}/export.json").json()
+    assert len(body["points"]) == len(report.points)
+    assert body["frontiers"].keys() == report.frontiers.keys()
+    assert viewer.get(f"/sweeps/{sweep.uuid}/export.xml").status_code == 404
+    assert world.client("outsider").get(f"/sweeps/{sweep.uuid}/export.csv").status_code == 404
