@@ -371,7 +371,7 @@ def runs_compare(*, user: AnyUser, run_ids: Sequence[str], reference: str = "") 
         "configs": configs,
         "differs": differs,
         "same_for_all": same_for_all(configs, differs),
-        "slos": [c.get("slo") for c in configs],
+        "slos": [c.get("slo").removeprefix("SLO ") for c in configs],
         "groups": groups,
         "metrics": metrics,
         "sentences": sentences,

@@ -158,6 +158,8 @@ def test_compare_of_four_concurrencies_heads_each_column_by_its_concurrency(
     assert "SLO TTFT ≤ 500 ms" in shared
     # SLO and goodput rows.
     assert 'id="slo-row"' in html and 'data-key="goodput.good_ratio"' in html
+    slo_row = html.split('id="slo-row">')[1].split("</tr>")[0]
+    assert slo_row.count('<td class="num">TTFT ≤ 500 ms</td>') == 4
     assert 'data-key="goodput.goodput_per_s"' in html
     # One run of each: every delta is muted and the page says why.
     assert "delta-worse" not in html.split('id="delta-table"')[1].split("</table>")[0]
