@@ -2,8 +2,8 @@ from django.urls import path
 
 from aiperf_web.sweeps import pages, views
 
-# Namespace `sweeps` (aiperf_web/urls.py). The detail view here is a placeholder: helper S2's
-# sweep page (live charts and channel) replaces views.sweep_detail under the same name.
+# Namespace `sweeps` (aiperf_web/urls.py): the list, the launch form, cancel and re-run
+# (views.py); the sweep page and what hangs off it (pages.py).
 urlpatterns = [
     path("", views.sweep_list, name="list"),
     path("new/", views.sweep_new, name="new"),

@@ -1,6 +1,5 @@
-"""Sweep pages: the team's sweeps, the launch form, cancel and re-run. The detail view is a
-placeholder: helper S2's sweep page (live curves over Channels) replaces `sweep_detail` under
-the same URL name `sweeps:detail`."""
+"""Sweep pages: the team's sweeps, the launch form, cancel and re-run. The sweep's own page
+(live curves over Channels, its report, twin, history, compare) is sweeps/pages.py."""
 
 from __future__ import annotations
 
@@ -75,17 +74,6 @@ def _form_field(key: str) -> str:
         "endpoint": "target",
         "scenario": "scenario",
     }.get(head, key)
-
-
-@page
-def sweep_detail(request: HttpRequest, sweep_id: str) -> HttpResponse:
-    # Placeholder until S2's sweep page replaces it: the detail as the API reads it.
-    sweep_obj = selectors.sweep_get(user=request.user, sweep_id=sweep_id)
-    return render(
-        request,
-        "sweeps/detail_placeholder.html",
-        {"sweep": sweep_obj, "detail": selectors.sweep_detail(sweep_obj)},
-    )
 
 
 @require_POST
