@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import resource
-from typing import Any, Final, Literal, Protocol, TypedDict
+from typing import Any, Final, Literal, NotRequired, Protocol, TypedDict
 
 from runner.affinity.placement import PlacementFigures
 from runner.metrics import LatencyTimeSeries, RequestRecord, RunMetrics, SeriesPoint
@@ -27,6 +27,7 @@ __all__ = [
     "LATENCY_KEYS",
     "MIGRATION_PAIRS_SHOWN",
     "SUMMARY_KEYS",
+    "ClientLoad",
     "ClientWorkerArrays",
     "InferenceWorkerArrays",
     "ListSink",
@@ -152,6 +153,17 @@ class Snapshot(TypedDict):
     # Client workers hosted as processes (runner/fleet): each as its host last reported it
     # (host, RSS, CPU, in flight, session copies held, lost_at_s); None when in-process.
     hosts: list[dict[str, Any]] | None
+    # The client's own load (live runs: runner/wallclock/load.py): its process's CPU and its
+    # event loop's lag since the last snapshot. Absent from simulated runs and older snapshots.
+    client: NotRequired[ClientLoad | None]
+
+
+class ClientLoad(TypedDict):
+    """The client process between two snapshots (measured by runner/wallclock/load.py)."""
+
+    cpu_pct: float | None  # process CPU time over wall time, % of one core (None: first read)
+    loop_lag_ms: float | None  # the latest a wake-up of the loop came beyond its due time
+    loop_lag_mean_ms: float | None
 
 
 class Summary(TypedDict, total=False):
@@ -409,6 +421,7 @@ class SnapshotBuilder:
         bound_keys: list[int] | None = None,
         server_metrics: ServerMetricsView | None = None,
         hosts: list[dict[str, Any]] | None = None,
+        client: ClientLoad | None = None,
         final: bool = False,
     ) -> Snapshot:
         engine = self.engine
@@ -503,6 +516,7 @@ class SnapshotBuilder:
             "placement": routing["placement"],
             "server_metrics": server_metrics,
             "hosts": hosts,
+            "client": client,
         }
 
     def observe(self, record: RequestRecord) -> None:

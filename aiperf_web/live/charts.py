@@ -55,6 +55,9 @@ CHARTS: tuple[ChartSpec, ...] = (
     # -- client workers
     {"id": "chart-workers", "title": "Per client worker, now (x = worker id)", "y_title": "count",
      "kind": "latest", "card": "workers", "reads": ("client_workers",), "redraw_s": COUNTER_S},
+    {"id": "chart-client-load", "title": "Client load: CPU and event-loop lag",
+     "y_title": "% of a core", "kind": "series", "card": "client_load",
+     "reads": ("client",), "redraw_s": COUNTER_S},
     {"id": "chart-orphans", "title": "Orphaned session copies (the leak)",
      "y_title": "orphaned copies", "kind": "series", "card": "copies",
      "reads": ("client_workers.orphaned_copies",), "redraw_s": SLOW_S},

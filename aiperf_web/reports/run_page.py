@@ -10,6 +10,8 @@ from typing import Any
 from django.urls import reverse
 
 from aiperf_web.live.leaks import leak_brief
+from aiperf_web.live.saturation import saturation_assess
+from aiperf_web.live.selectors import run_load_points
 from aiperf_web.reports import selectors
 from aiperf_web.reports.server_metrics import run_server_metrics
 from aiperf_web.runs import selectors as run_sel
@@ -62,6 +64,12 @@ def run_page(*, run_obj: Run) -> dict[str, Any]:
         "summary_more": _figure_rows(run_obj.summary),
         "spec_json": json.dumps(run_obj.spec, indent=2),
         "progress_pct": int(100 * float(latest.get("progress") or 0)) if latest else 0,
+        # Who limits the run (the client's CPU and loop, or the simulated cluster's queue).
+        "saturation": saturation_assess(
+            run_load_points(run_obj=run_obj),
+            simulated=run_obj.target_kind == "simulated",
+            duration_s=(run_obj.spec or {}).get("duration_s"),
+        ),
     }
 
 

@@ -27,6 +27,7 @@ from runner.replay.scheduler import ReplayConfig
 from runner.servermetrics import ViewProvider
 from runner.summary import run_summary
 from runner.trace import Trace
+from runner.wallclock.load import LoopLoad
 from runner.wallclock.sender import LocalSender, RemoteWorkers, RequestSender
 from runner.wallclock.served import ServedIndex
 
@@ -132,6 +133,7 @@ class _LiveRun:
         )
         self.t0 = time.perf_counter()
         self.tasks: set[asyncio.Task[None]] = set()  # to cancel and await at the end
+        self.load: LoopLoad | None = None  # the client's own load (from run() on)
         self.sending = 0  # requests whose task has not ended yet
         self.wake = asyncio.Event()
         self.consecutive_failures = 0
@@ -189,6 +191,7 @@ class _LiveRun:
         scheduler = engine.scheduler
         loop = asyncio.get_running_loop()
         relay = asyncio.create_task(self._relay_stop(stop))
+        load = self.load = LoopLoad.start()
         self.t0 = time.perf_counter()
         engine.start(0.0)
         next_snapshot = config.snapshot_interval_s
@@ -235,6 +238,7 @@ class _LiveRun:
             else:
                 await asyncio.sleep(0)  # let responses in before issuing more
         relay.cancel()
+        await load.stop()  # before the final snapshot: its read needs no running probe
         elapsed_s = self.now()
         summary = run_summary(engine, self.metrics, elapsed_s=elapsed_s)
         summary["stopped_reason"] = self.stopped_reason
@@ -368,6 +372,7 @@ class _LiveRun:
             hosts=self.sender.host_view(self.t0)
             if isinstance(self.sender, RemoteWorkers)
             else None,
+            client=self.load.read() if self.load is not None else None,
         )
 
     async def close(self) -> None:

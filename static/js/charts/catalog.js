@@ -202,6 +202,25 @@ export const CATALOG = {
       orphanLines.add(chart, s.t, w.orphaned_copies);
     },
   },
+  // The client's own load (runner/wallclock/load.py): CPU of its process against aiperf's 85 %
+  // line, and the event loop's latest wake-up on the right axis.
+  "chart-client-load": {
+    build: (el, spec) => new Chart(el, [
+      { ...line("CPU", "#2458d6", { width: 2 }), hovertemplate: "CPU %{y:.0f} %<extra></extra>" },
+      { ...line("loop lag", "#e8710a", { width: 1.5 }), yaxis: "y2", hovertemplate: "loop lag %{y:.0f} ms<extra></extra>" },
+    ], layout(spec.title, spec.y_title, {
+      yaxis: { title: { text: spec.y_title }, rangemode: "tozero", zeroline: false, ticksuffix: " %", ticklabeloverflow: "allow" },
+      yaxis2: { title: { text: "loop lag (ms)" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false },
+      margin: { l: 56, r: 56, t: 36, b: 30 },
+      shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 85, y1: 85, line: { color: "#d93025", width: 1, dash: "dot" } }],
+      annotations: [{ text: "85 %", xref: "paper", x: 0, y: 85, showarrow: false, yanchor: "bottom", xanchor: "left", font: { size: 10, color: "#d93025" } }],
+    })),
+    ingest(chart, s) {
+      const c = s.d.client;
+      if (!c || (c.cpu_pct === null && c.loop_lag_ms === null)) return;
+      chart.add([0, 1], [[s.t], [s.t]], [[c.cpu_pct ?? null], [c.loop_lag_ms ?? null]]);
+    },
+  },
   "chart-copies": workerSeries("session_copies", ""),
   "chart-bytes": workerSeries("cached_bytes", " MiB", 1048576),
   "chart-migration-total": {

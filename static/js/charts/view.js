@@ -413,6 +413,32 @@ export class RunView {
     put("worker_switches", fmt(r.worker_switches, 0));
     put("orphaned_session_copies", fmt(r.orphaned_session_copies, 0));
     put("rss", fmtBytes(d.rss_bytes));
+    this.drawClientLoad(d.client);
+  }
+
+  // The client's own load, and a warning once it limits the run: CPU past aiperf's 85 % or the
+  // loop waking 100 ms late for 3 snapshots in a row (live/saturation.py judges the report).
+  drawClientLoad(c) {
+    const cpu = c ? c.cpu_pct : null, lag = c ? c.loop_lag_ms : null;
+    for (const [key, text, over] of [["client_cpu", cpu === null || cpu === undefined ? "—" : `${Math.round(cpu)} %`, cpu >= 85],
+      ["client_lag", lag === null || lag === undefined ? "—" : `${fmt(lag, 0)} ms`, lag >= 100]]) {
+      for (const e of this.root.querySelectorAll(`[data-kpi="${key}"]`)) {
+        if (e.textContent !== text) e.textContent = text;
+        e.classList.toggle("bad", !!over);
+      }
+    }
+    if (!c || this.latest === this.clientSeen) return;
+    this.clientSeen = this.latest;
+    this.clientOver = cpu >= 85 || lag >= 100 ? (this.clientOver || 0) + 1 : 0;
+    const note = this.$("#client-limit");
+    if (!note) return;
+    const limited = this.live && this.clientOver >= 3;
+    if (limited) {
+      const why = [cpu >= 85 ? `its process uses ${Math.round(cpu)} % of a core (aiperf warns past 85 %)` : "",
+        lag >= 100 ? `its event loop wakes ${fmt(lag, 0)} ms late` : ""].filter(Boolean).join(" and ");
+      note.textContent = `The client, not the server, limits this run now: ${why}. Latencies include the client's own delay.`;
+    }
+    note.hidden = !limited;
   }
 
   drawProgress(d) {
@@ -514,7 +540,17 @@ export class RunView {
     for (const s of history.samples || []) this.ingest(s);
     if (history.latest) this.setLatest(history.latest, history.leak);
     else if (history.leak) this.setLatest(null, history.leak);
+    if (this.ended) this.markEmpty();
     this.schedule();
+  }
+
+  // A run that ended: a chart its whole history gave nothing to says so for good (the others
+  // say they are drawn when scrolled to, until they are).
+  markEmpty() {
+    for (const { spec, chart } of this.series) {
+      if (chart.el && !chart.plotted && !chart.pending && !chart.rebuild) chart.el.dataset.empty = `${spec.title}: no data in this run`;
+    }
+    if (!this.latest) for (const p of this.panels) if (p.el) p.el.dataset.empty = `${p.spec.title}: no data in this run`;
   }
 
   // Feed one live message.
