@@ -164,6 +164,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     memory.add_argument("--json", action="store_true", help="print one JSON object")
     memory.set_defaults(handler=_run_memory)
 
+    sessions = kinds.add_parser(
+        "session-memory",
+        help="session copies' memory per lane, live against the built-in mock: copies as "
+        "text (logical) beside copies as shared pieces (actual), per routing policy",
+    )
+    sessions.add_argument("--trace", required=True)
+    sessions.add_argument("--concurrency", type=int, default=512)
+    sessions.add_argument("--requests", type=int, default=20_000)
+    sessions.add_argument("--speedup", type=float, default=100.0)
+    sessions.add_argument("--client-workers", type=int, default=8)
+    sessions.add_argument("--policies", default="spawn-pin,legacy")
+    sessions.add_argument("--json", action="store_true", help="print one JSON object")
+    sessions.set_defaults(handler=_run_session_memory)
+
     loaders = kinds.add_parser("loaders", help="trace loaders: seconds against file size")
     loaders.add_argument(
         "--sizes", default="1,4,16", metavar="MIB,...", help="file sizes in MiB (default 1,4,16)"
@@ -325,4 +339,33 @@ def _run_memory(args: argparse.Namespace) -> int:
     print(f"policy {result['policy']}, {result['requests']} requests")
     for sample in result["samples"]:
         print("  " + "  ".join(f"{k}={v}" for k, v in sample.items()))
+    return 0
+
+
+def _run_session_memory(args: argparse.Namespace) -> int:
+    from runner.bench.memory import bench_session_memory
+
+    result = bench_session_memory(
+        args.trace,
+        concurrency=args.concurrency,
+        requests=args.requests,
+        speedup=args.speedup,
+        client_workers=args.client_workers,
+        policies=tuple(p for p in args.policies.split(",") if p),
+    )
+    if args.json:
+        print_json(result)
+        return 0
+    print(f"{result['trace']} at c={result['concurrency']}")
+    for row in result["policies"]:
+        logical, actual = row["peak_logical_bytes_per_lane"], row["peak_actual_bytes_per_lane"]
+        ratio = f"{logical / actual:.1f}x" if actual else "-"
+        print(
+            f"  {row['policy']:>9}: {row['requests']} requests, {row['errors']} errors; "
+            f"peak per lane {logical / 1e3:,.1f} kB as text, {actual / 1e3:,.1f} kB as pieces "
+            f"({ratio} lower); at the end {row['end_copies']} copies, "
+            f"{row['orphans']} orphans ({row['orphan_logical_bytes']:,} B as text, "
+            f"{row['orphan_own_bytes']:,} B their own; books: {row['books_orphans']}); "
+            f"RSS {row['rss_mb_before']} -> {row['rss_mb_after']} MB"
+        )
     return 0

@@ -247,6 +247,10 @@ class _LiveRun:
             summary["client_workers_lost"] = list(self.workers_lost)
         if isinstance(self.sender, RemoteWorkers):
             summary["fleet"] = self.sender.summary(self.t0)
+        if isinstance(self.sender, LocalSender):
+            # What the in-process workers really hold of their sessions at the end: logical
+            # bytes (the copies as text) beside the bytes held as shared pieces.
+            summary["session_histories"] = self.sender.histories.totals()
         if self.served.labels:
             summary["inference_worker_ids"] = {
                 str(index): served for index, served in sorted(self.served.labels.items())

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from runner.client import InferenceClient, ResponseResult, Timeouts
+from runner.client import EncodedRequest, InferenceClient, ResponseResult, Timeouts
 from runner.replay.engine import Dispatch
 from runner.trace import Trace
 from runner.wallclock.prompts import RequestBuilder
+from runner.workers.history import SessionHistories
 
 __all__ = ["LocalSender", "RemoteWorkers", "RequestSender"]
 
@@ -45,7 +46,10 @@ class RemoteWorkers(Protocol):
 
 
 class LocalSender:
-    """Every client worker in this process, over one connection pool."""
+    """Every client worker in this process, over one connection pool. Each worker keeps the
+    history it last sent of every session it served, as shared pieces (`histories`): freed
+    when it answers the session's final turn, left behind (an orphan) when a later turn went
+    to another worker."""
 
     def __init__(
         self,
@@ -71,10 +75,20 @@ class LocalSender:
         self.client = InferenceClient(
             endpoint, concurrency=connections, api_key=api_key, headers=headers, timeouts=timeouts
         )
+        self.histories = SessionHistories()
 
     async def send(self, dispatch: Dispatch, on_result: Callable[[ResponseResult], None]) -> None:
         request, headers = self.builder.build(dispatch)
-        await self.client.send(request, headers=headers, on_result=on_result)
+        body = request.encoded()
+        credit = dispatch.credit
+        self.histories.sent(dispatch.worker, credit.session_id, body)
+        try:
+            await self.client.send(
+                EncodedRequest(request.path, body), headers=headers, on_result=on_result
+            )
+        finally:
+            if credit.is_final_turn:
+                self.histories.ended(dispatch.worker, credit.session_id)
 
     async def aclose(self) -> None:
         await self.client.aclose()
