@@ -81,7 +81,7 @@ class LocalSender:
         request, headers = self.builder.build(dispatch)
         body = request.encoded()
         credit = dispatch.credit
-        self.histories.sent(dispatch.worker, credit.session_id, body)
+        self.histories.sent(dispatch.worker, credit.session_id, body, family=credit.root_id)
         try:
             await self.client.send(
                 EncodedRequest(request.path, body), headers=headers, on_result=on_result
