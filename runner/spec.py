@@ -266,7 +266,8 @@ class SimulatedTarget(BaseModel):
     header_affinity_ttl_s: PositiveSeconds | None = Field(
         default=None,
         le=86_400,
-        description="X-Dynamo-Session-ID affinity idle TTL; None = off",
+        description="X-Dynamo-Session-ID affinity idle TTL; None = off. Needs dynamo_version "
+        "1.6 or bind: with 1.2 (no header affinity) a spec that sets it is refused",
     )
     header_affinity_mode: HeaderAffinityMode = Field(
         default="hard",

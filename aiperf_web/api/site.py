@@ -3,8 +3,9 @@ its authentication, its error bodies, and the apps' routers mounted on it.
 
 Each app owns its `api.py` (a router and the shapes it answers with), thin like its views:
 parse (ninja validates bodies into the schemas), call a selector or service, shape the answer.
-Service errors map here, once, to 404 / 403 / 422 (429 over a team's cap) JSON bodies naming
-the field; unknown and other teams' ids are 404 alike.
+Service errors map here, once, to 404 / 403 / 422 (409 a conflict with stored state, 429 over
+a team's cap) JSON bodies naming the field, which api/contract.py declares in the schema;
+unknown and other teams' ids are 404 alike.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.operation import Operation
 from ninja.security import HttpBearer
 
-from aiperf_web.core.errors import Forbidden, Invalid, NotFound, TooMany
+from aiperf_web.api.contract import declare_errors
+from aiperf_web.core.errors import Conflict, Forbidden, Invalid, NotFound, TooMany
 from aiperf_web.endpoints.api import router as endpoints_router
 from aiperf_web.reports.api import router as reports_router
 from aiperf_web.runs.api import router as runs_router
@@ -50,6 +52,15 @@ class _API(NinjaAPI):
         if operation.view_func.__module__ == "aiperf_web.reports.api":
             return super().get_openapi_operation_id(operation)
         return f"aiperf_web_api_views_{operation.view_func.__name__}"
+
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> Any:
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        # Every error answer each operation gives, with its body (api/contract.py).
+        prefix = path_prefix if path_prefix is not None else self.get_root_path(path_params or {})
+        declare_errors(schema, prefix=prefix)
+        return schema
 
 
 api = _API(
@@ -90,6 +101,12 @@ def _forbidden(request: HttpRequest, exc: Forbidden) -> HttpResponse:
 @api.exception_handler(Invalid)
 def _invalid(request: HttpRequest, exc: Invalid) -> HttpResponse:
     return _error(request, 422, str(exc), exc.fields)
+
+
+@api.exception_handler(Conflict)
+def _conflict(request: HttpRequest, exc: Conflict) -> HttpResponse:
+    # Well-formed input the stored state refuses: a name taken, an object in use.
+    return _error(request, 409, str(exc), exc.fields)
 
 
 @api.exception_handler(TooMany)

@@ -5,7 +5,9 @@ ServiceError
 │                an outsider must not learn that the id exists)
 ├── Forbidden    a member of the team whose role does not allow the action
 └── Invalid      bad input; `fields` maps each field to its message, for forms and JSON
-    └── TooMany  a team's cap (queued runs) is reached: 429 in the API, a form error on pages
+    ├── TooMany  a team's cap (queued runs) is reached: 429 in the API, a form error on pages
+    └── Conflict well-formed, but the stored state refuses it (a name taken, a trace a
+                 scenario uses, a run not ended): 409 in the API, a form error on pages
 """
 
 from __future__ import annotations
@@ -36,3 +38,8 @@ class Invalid(ServiceError):
 
 class TooMany(Invalid):
     """Input that is fine but over a quota; the message names the cap and the count."""
+
+
+class Conflict(Invalid):
+    """Input the schema allows that the stored state refuses: a name already taken, an
+    object still in use. The same request can succeed once the state changes."""

@@ -20,7 +20,7 @@ from aiperf_web.teams.selectors import team_for_create
 
 router = Router()
 
-_KINDS = [str(kind) for kind in ServerKind.values]
+_KINDS: list[Any] = [str(kind) for kind in ServerKind.values]
 
 
 class EndpointIn(Schema):
@@ -42,6 +42,7 @@ class EndpointIn(Schema):
     server_kind: Text = Field(
         default=ServerKind.OPENAI.value,
         description=f"{', '.join(_KINDS[:-1])} or {_KINDS[-1]}",
+        json_schema_extra={"enum": _KINDS},
     )
 
 
@@ -66,7 +67,7 @@ class EndpointPatch(Schema):
         description="replaces the stored secret headers ({} or null removes them); left out, "
         "they are kept (unless `base_url` changes, which removes them like the API key)",
     )
-    server_kind: Text | None = None
+    server_kind: Text | None = Field(default=None, json_schema_extra={"enum": [*_KINDS, None]})
 
 
 class AffinityOut(Schema):

@@ -114,6 +114,11 @@ def compare(request: HttpRequest, runs: str, reference: str = "") -> Any:
     """Two or more runs (`runs=id1,id2,...`): what differs between them, key figures with
     deltas against the reference (`reference`, default the first named) and a verdict word per
     figure that knows about repeats, and one sentence per configuration."""
+    for run_id in list(dict.fromkeys(x.strip() for x in runs.split(",")))[
+        : selectors.MAX_COMPARED + 1
+    ]:
+        if run_id:  # an unknown id is 404 before any other rule (OpenAPI: api/contract.py)
+            run_sel.run_get(user=request.user, run_id=run_id)
     compared = selectors.runs_compare(
         user=request.user, run_ids=runs.split(","), reference=reference
     )

@@ -4,6 +4,7 @@ overrides of any RunSpec knob, list and filter, cancel, re-run, and read what a 
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from datetime import date, datetime
 from typing import Any, Literal, Optional, cast
@@ -228,23 +229,30 @@ class SamplePage(Schema):
     last_seq: int
 
 
+# Far past any real list, and well inside a 64-bit SQL integer (SQLite overflows past it).
+MAX_OFFSET = 1_000_000_000
+# A day as YYYY-MM-DD, or nothing (the filter is off).
+_DAY = r"^([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))?$"
+_STATUS = Literal["", "queued", "running", "succeeded", "failed", "cancelled"]
+
+
 class RunQuery(Schema):
-    status: Search = ""
+    status: _STATUS = Field(default="", description="one status, or all")
     scenario: Search = ""
     endpoint: Search = ""
     tag: Search = ""
     q: Search = ""
-    created_from: Search = ""
-    created_to: Search = ""
+    created_from: Search = Field(
+        default="", description="YYYY-MM-DD", json_schema_extra={"pattern": _DAY}
+    )
+    created_to: Search = Field(
+        default="", description="YYYY-MM-DD", json_schema_extra={"pattern": _DAY}
+    )
     baseline: bool | None = None
     policy: Search = ""
     scope: Search = ""
-    limit: int = 50
-    offset: int = 0
-
-
-# Far past any real list, and well inside a 64-bit SQL integer (SQLite overflows past it).
-MAX_OFFSET = 1_000_000_000
+    limit: int = Field(default=50, ge=1, le=500)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
 
 
 def _run_out(r: Run, *, listed: bool = False) -> dict[str, Any]:
@@ -305,6 +313,8 @@ def _date(value: str, field: str) -> date | None:
     if not value:
         return None
     try:
+        if not re.fullmatch(_DAY, value):  # fromisoformat takes other forms too (20240131)
+            raise ValueError(value)
         return date.fromisoformat(value)
     except ValueError:
         raise Invalid.field(field, f"{value!r} is not a date (YYYY-MM-DD)") from None
@@ -404,7 +414,10 @@ def run_rerun(request: HttpRequest, run_id: str) -> Status[Any]:
 
 @router.get("/runs/{run_id}/samples", response=SamplePage, tags=["runs"])
 def run_samples(
-    request: HttpRequest, run_id: str, after_seq: int = -1, limit: int = 1000
+    request: HttpRequest,
+    run_id: str,
+    after_seq: int = Query(-1, ge=-1, le=MAX_OFFSET),  # type: ignore[type-arg]
+    limit: int = Query(1000, ge=1, le=10_000),  # type: ignore[type-arg]
 ) -> dict[str, Any]:
     """The stored snapshots (the live time series) after `after_seq`, in order."""
     if not 1 <= limit <= 10_000:

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from aiperf_web.core.errors import Invalid, TooMany
+from aiperf_web.core.errors import Conflict, Invalid, TooMany
 from aiperf_web.core.limits import NOTES_CHARS, text_within
 from aiperf_web.core.outbound import check_outbound_url
 from aiperf_web.core.specs import spec_json, spec_override
@@ -224,9 +224,9 @@ def run_rerun(*, actor: AnyUser, run_obj: Run) -> Run:
     """A new run of the same spec (and the same scenario and target, when they still exist)."""
     require_role(user=actor, team=run_obj.team, role=Role.MEMBER)
     if run_obj.scenario is None:
-        raise Invalid.field("scenario", "the scenario of this run was deleted")
+        raise Conflict.field("scenario", "the scenario of this run was deleted")
     if run_obj.target_kind == TargetKind.ENDPOINT and run_obj.endpoint is None:
-        raise Invalid.field("endpoint", "the endpoint of this run was deleted")
+        raise Conflict.field("endpoint", "the endpoint of this run was deleted")
     return run_launch(
         actor=actor,
         scenario_id=run_obj.scenario.uuid,
@@ -265,7 +265,7 @@ def run_update(
 def run_delete(*, actor: AnyUser, run_obj: Run) -> None:
     require_role(user=actor, team=run_obj.team, role=Role.MEMBER)
     if run_obj.is_active:
-        raise Invalid.field("status", "cancel the run before deleting it")
+        raise Conflict.field("status", "cancel the run before deleting it")
     run_obj.delete()
 
 

@@ -130,14 +130,36 @@ def trace_samples(request: HttpRequest) -> list[dict[str, Any]]:
     return [{"key": x.key, "filename": x.filename, "title": x.title} for x in available_samples()]
 
 
-@router.post("/traces", response={201: TraceOut}, tags=["traces"])
+# A file, or a sample's key: the schema states that one of them is needed.
+_FILE_OR_SAMPLE = {
+    "requestBody": {
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "anyOf": [
+                        {"required": ["file"], "properties": {"file": {"type": "string"}}},
+                        {
+                            "required": ["sample"],
+                            "properties": {"sample": {"pattern": r"^[^\u0000]*[^\s\u0000]"}},
+                        },
+                    ]
+                }
+            }
+        }
+    }
+}
+
+
+@router.post("/traces", response={201: TraceOut}, tags=["traces"], openapi_extra=_FILE_OR_SAMPLE)
 def trace_upload(
     request: HttpRequest,
     file: UploadedFile | None = File(None),  # type: ignore[type-arg]  # noqa: B008
     name: TraceName = Form(""),  # type: ignore[type-arg]  # noqa: B008
     team: Text = Form(""),  # type: ignore[type-arg]  # noqa: B008
     sample: Text = Form(  # type: ignore[type-arg]  # noqa: B008
-        "", description="import a built-in sample instead of a file"
+        "",
+        description="import a built-in sample instead of a file: its key, as GET "
+        "/traces/samples lists them (a key unknown or not installed here is 422)",
     ),
 ) -> Status[Any]:
     """Upload a trace file (multipart) or import a built-in sample. The engine's loader

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from aiperf_web.core.errors import Invalid, NotFound
+from aiperf_web.core.errors import Conflict, Invalid, NotFound
 from aiperf_web.core.limits import (
     DESCRIPTION_CHARS,
     NAME_CHARS,
@@ -134,7 +134,7 @@ def trace_upload(
                 created_by=user_or_none(actor),
             )
     except IntegrityError:
-        raise Invalid.field("name", f"a trace named {name!r} exists") from None
+        raise Conflict.field("name", f"a trace named {name!r} exists") from None
 
 
 def trace_import_sample(*, actor: AnyUser, team: Team, key: str, name: str = "") -> Trace:
@@ -165,7 +165,7 @@ def trace_delete(*, actor: AnyUser, trace: Trace) -> None:
     require_role(user=actor, team=trace.team, role=Role.MEMBER)
     used_by = list(trace.scenarios.values_list("name", flat=True)[:5])
     if used_by:
-        raise Invalid.field("trace", f"used by scenario(s) {', '.join(used_by)}")
+        raise Conflict.field("trace", f"used by scenario(s) {', '.join(used_by)}")
     trace.delete()
 
 
@@ -263,7 +263,7 @@ def scenario_create(
             )
             scenario.traces.set(traces)
     except IntegrityError:
-        raise Invalid.field("name", f"a scenario named {name!r} exists") from None
+        raise Conflict.field("name", f"a scenario named {name!r} exists") from None
     return scenario
 
 
@@ -282,7 +282,7 @@ def scenario_update(
         name = _scenario_name(name)
         clash = Scenario.objects.filter(team=scenario.team, name=name).exclude(pk=scenario.pk)
         if clash.exists():
-            raise Invalid.field("name", f"a scenario named {name!r} exists")
+            raise Conflict.field("name", f"a scenario named {name!r} exists")
         scenario.name = name
     if description is not None:
         scenario.description = text_within(

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
-from ninja import Router, Schema, Status
+from ninja import Query, Router, Schema, Status
 from pydantic import ConfigDict, Field
 
 from aiperf_web.core.errors import Invalid
@@ -156,7 +156,11 @@ def _sweep_detail(s: Sweep) -> dict[str, Any]:
 
 
 @router.get("/sweeps", response={200: SweepPage, **_READ_ERRORS}, tags=["sweeps"])
-def sweep_list(request: HttpRequest, limit: int = 50, offset: int = 0) -> dict[str, Any]:
+def sweep_list(
+    request: HttpRequest,
+    limit: int = Query(50, ge=1, le=500),  # type: ignore[type-arg]
+    offset: int = Query(0, ge=0, le=1_000_000_000),  # type: ignore[type-arg]
+) -> dict[str, Any]:
     """The sweeps of the requester's teams, newest first."""
     if not 1 <= limit <= 500:
         raise Invalid.field("limit", "between 1 and 500")

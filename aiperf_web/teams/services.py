@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from aiperf_web.core.errors import Invalid, NotFound
+from aiperf_web.core.errors import Conflict, Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.core.limits import NAME_CHARS, text_within
 from aiperf_web.core.webhooks import webhook_set
@@ -32,7 +32,7 @@ def team_create(*, name: str, owner: User) -> Team:
     if not name:
         raise Invalid.field("name", "a team needs a name")
     if Team.objects.filter(name=name).exists():
-        raise Invalid.field("name", f"a team named {name!r} exists")
+        raise Conflict.field("name", f"a team named {name!r} exists")
     with transaction.atomic():
         team = Team.objects.create(name=name)
         Membership.objects.create(team=team, user=owner, role=Role.ADMIN)

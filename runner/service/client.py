@@ -31,6 +31,7 @@ _HINTS = {
     403: "an admin of the team can give you the role",
     404: "it does not exist or belongs to a team you are not in: list what you can see with "
     "`python -m runner service {listing}`",
+    409: "it conflicts with what is stored (a name taken, an object in use, a run not ended)",
     413: "send less in one request",
     422: "correct the value named",
     429: "try again once some of the team's runs have started or ended",
