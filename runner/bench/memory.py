@@ -114,7 +114,15 @@ def bench_session_memory(
                     "max_requests": requests,
                     "policy": policy,
                     "client_workers": client_workers,
-                    "target": {"kind": "endpoint", "url": mock.url, "model": "mock-model"},
+                    # A one-process mock accepts slowly at this size on a small machine
+                    # (issue 23 item 1): connections wait rather than end the run.
+                    "failure_threshold": 0,
+                    "target": {
+                        "kind": "endpoint",
+                        "url": mock.url,
+                        "model": "mock-model",
+                        "connect_timeout_s": 120.0,
+                    },
                 }
             )
             rss0 = _rss_mb()

@@ -23,6 +23,7 @@ from runner.cli import (
     service,
     simulate,
     sweep,
+    verify,
 )
 from runner.errors import BadInput, RunnerError
 
@@ -33,7 +34,18 @@ EXIT_BROKEN_PIPE = 141
 
 # Subcommand modules, in the order --help lists them. Imported plainly: each keeps its own
 # heavy dependencies (the mock's server stack, benchmarks) inside the handler that needs them.
-_COMMANDS = (simulate, replay, sweep, service, mock_server, inspect, bench, demo, client_worker)
+_COMMANDS = (
+    simulate,
+    replay,
+    sweep,
+    verify,
+    service,
+    mock_server,
+    inspect,
+    bench,
+    demo,
+    client_worker,
+)
 
 
 class _Command(Protocol):

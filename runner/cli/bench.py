@@ -178,6 +178,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sessions.add_argument("--json", action="store_true", help="print one JSON object")
     sessions.set_defaults(handler=_run_session_memory)
 
+    verify = kinds.add_parser(
+        "verify", help="verify at size: N synthetic records streamed to a file, then checked"
+    )
+    verify.add_argument("--requests", type=int, default=200_000)
+    verify.add_argument("--dir", type=Path, default=Path("var/bench-verify"))
+    verify.add_argument("--json", action="store_true", help="print one JSON object")
+    verify.set_defaults(handler=_run_verify)
+
     loaders = kinds.add_parser("loaders", help="trace loaders: seconds against file size")
     loaders.add_argument(
         "--sizes", default="1,4,16", metavar="MIB,...", help="file sizes in MiB (default 1,4,16)"
@@ -369,3 +377,11 @@ def _run_session_memory(args: argparse.Namespace) -> int:
             f"RSS {row['rss_mb_before']} -> {row['rss_mb_after']} MB"
         )
     return 0
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from runner.bench.verify import bench_verify
+
+    result = bench_verify(args.dir, requests=args.requests)
+    _print(result, args.json, "verify")
+    return 0 if result["ok"] else 1

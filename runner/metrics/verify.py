@@ -1,0 +1,254 @@
+"""Recompute a run's summary from its stored records and say how far each figure is off.
+
+A summary's percentiles come from mergeable log-bucketed histograms (histogram.py: within
+0.54 % of the exact order statistic); its counts, token sums and hit ratios are exact. This
+module reads the records one at a time (a JSON line or a row each, never all of them as
+objects), keeps only what exact percentiles need (one float per request and metric, in
+compact arrays: 8 bytes a value, 25 MB for a million requests' three metrics), and compares:
+counts and sums must be equal, ratios equal to rounding, percentiles within the histogram's
+stated error (`HISTOGRAM_RELATIVE_ERROR`; min and max are exact). Pure: fed dicts, returns a
+report, does no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from runner.metrics.records import CUT_BY_STOP
+
+__all__ = ["HISTOGRAM_RELATIVE_ERROR", "Difference", "RecordTally", "VerifyReport", "verify"]
+
+# (γ - 1)/(γ + 1) with γ = 2^(1/64): histogram.py's bound on any estimate's relative error.
+HISTOGRAM_RELATIVE_ERROR: Final = (2 ** (1 / 64) - 1) / (2 ** (1 / 64) + 1)
+# Ratios and means are printed rounded (4 decimals for ratios in some summaries): this much
+# difference is rounding, not a discrepancy.
+_RATIO_TOLERANCE: Final = 5e-5
+_MEAN_RELATIVE_TOLERANCE: Final = 1e-6
+# Values at or below this share the histogram's zero bucket (histogram.ZERO_FLOOR_MS).
+_ZERO_FLOOR_MS: Final = 2.0**-10
+PERCENTILES: Final = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
+LATENCIES: Final = ("ttft_ms", "itl_ms", "latency_ms")
+
+
+def _exact_percentile(values: array[float], q: float) -> float | None:
+    """numpy's default ("linear") percentile of sorted `values`, as histogram.py defines it."""
+    n = len(values)
+    if not n:
+        return None
+    h = (n - 1) * q / 100.0
+    below = math.floor(h)
+    value = values[below]
+    fraction = h - below
+    if fraction:
+        value += fraction * (values[math.ceil(h)] - value)
+    return value
+
+
+@dataclass(slots=True)
+class RecordTally:
+    """What the records add up to, fed one record (a dict) at a time."""
+
+    requests: int = 0
+    warmup_requests: int = 0
+    completed: int = 0
+    cut_by_stop: int = 0
+    errors_by_category: dict[str, int] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_reported_prompt_tokens: int = 0
+    child_first_prompt_tokens: int = 0
+    child_first_cached_tokens: int = 0
+    values: dict[str, array[float]] = field(
+        default_factory=lambda: {name: array("d") for name in LATENCIES}
+    )
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        if record.get("warmup"):
+            self.warmup_requests += 1
+            return
+        self.requests += 1
+        error = record.get("error")
+        if error is not None:
+            if error == CUT_BY_STOP:
+                self.cut_by_stop += 1
+            else:
+                self.errors_by_category[error] = self.errors_by_category.get(error, 0) + 1
+            return
+        self.completed += 1
+        prompt = int(record["prompt_tokens"])
+        self.input_tokens += prompt
+        self.output_tokens += int(record["output_tokens"])
+        cached = record.get("cached_tokens")
+        if cached is not None:
+            self.cached_tokens += int(cached)
+            self.cache_reported_prompt_tokens += prompt
+            if record.get("turn_index") == 0 and int(record.get("depth") or 0) > 0:
+                self.child_first_prompt_tokens += prompt
+                self.child_first_cached_tokens += int(cached)
+        ttft = record.get("ttft_ms")
+        if ttft is None and record.get("first_token_s") is not None:
+            ttft = (record["first_token_s"] - record["start_s"]) * 1000.0
+        if ttft is not None:
+            self.values["ttft_ms"].append(float(ttft))
+        if record.get("itl_ms") is not None:
+            self.values["itl_ms"].append(float(record["itl_ms"]))
+        latency = record.get("latency_ms")
+        if latency is None:
+            latency = (record["end_s"] - record["start_s"]) * 1000.0
+        self.values["latency_ms"].append(float(latency))
+
+    @property
+    def errors(self) -> int:
+        return sum(self.errors_by_category.values())
+
+    def figures(self) -> dict[str, Any]:
+        """The summary's figures recomputed exactly (percentiles from the sorted values)."""
+        out: dict[str, Any] = {
+            "requests": self.requests,
+            "warmup_requests": self.warmup_requests,
+            "errors": self.errors,
+            "cut_by_stop": self.cut_by_stop,
+            "errors_by_category": dict(sorted(self.errors_by_category.items())),
+            "prefix_cache_hit_ratio": _ratio(self.cached_tokens, self.cache_reported_prompt_tokens),
+            "child_first_turn_hit_ratio": _ratio(
+                self.child_first_cached_tokens, self.child_first_prompt_tokens
+            ),
+        }
+        for name in LATENCIES:
+            values = array("d", sorted(self.values[name]))
+            n = len(values)
+            group: dict[str, float | None] = {
+                key: _exact_percentile(values, q) for key, q in PERCENTILES
+            }
+            group["min"] = values[0] if n else None
+            group["max"] = values[-1] if n else None
+            group["mean"] = math.fsum(values) / n if n else None
+            out[name] = group
+            out[name + "_count"] = n
+        return out
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    figure: str  # e.g. "ttft_ms.p99", "requests"
+    summary: Any  # what the summary says
+    records: Any  # what the records give
+    difference: float | None  # absolute, or relative for percentiles and means
+    allowed: float  # the stated error (0 for counts)
+    relative: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.difference is not None and self.difference <= self.allowed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "figure": self.figure,
+            "summary": self.summary,
+            "records": self.records,
+            "difference": self.difference,
+            "allowed": self.allowed,
+            "relative": self.relative,
+            "ok": self.ok,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    records: int  # lines read (warmup included)
+    differences: tuple[Difference, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(d.ok for d in self.differences)
+
+    @property
+    def failures(self) -> list[Difference]:
+        return [d for d in self.differences if not d.ok]
+
+    def largest(self, prefix: str) -> float | None:
+        """The largest difference among figures named `prefix...` (e.g. "ttft_ms.")."""
+        found = [
+            d.difference
+            for d in self.differences
+            if d.figure.startswith(prefix) and d.difference is not None
+        ]
+        return max(found) if found else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "records": self.records,
+            "histogram_relative_error": HISTOGRAM_RELATIVE_ERROR,
+            "largest_relative_difference": {name: self.largest(name + ".") for name in LATENCIES},
+            "failures": [d.to_json() for d in self.failures],
+            "figures": [d.to_json() for d in self.differences],
+        }
+
+
+def verify(summary: Mapping[str, Any], records: Iterable[Mapping[str, Any]]) -> VerifyReport:
+    """Every figure of `summary` the records determine, recomputed and compared."""
+    tally = RecordTally()
+    count = 0
+    for record in records:
+        tally.add(record)
+        count += 1
+    exact = tally.figures()
+    out: list[Difference] = []
+
+    def equal(name: str, said: Any, found: Any) -> None:
+        diff = 0.0 if said == found else math.inf
+        if isinstance(said, int | float) and isinstance(found, int | float):
+            diff = abs(float(said) - float(found))
+        out.append(Difference(name, said, found, diff, 0.0, relative=False))
+
+    for name in ("requests", "warmup_requests", "errors", "cut_by_stop"):
+        if name in summary:
+            equal(name, summary[name], exact[name])
+    if "errors_by_category" in summary:
+        said = {k: n for k, n in summary["errors_by_category"].items() if n}
+        equal("errors_by_category", dict(sorted(said.items())), exact["errors_by_category"])
+    for name in ("prefix_cache_hit_ratio", "child_first_turn_hit_ratio"):
+        if name not in summary:
+            continue
+        said, found = summary[name], exact[name]
+        if said is None or found is None:
+            out.append(Difference(name, said, found, 0.0 if said == found else None, 0.0, False))
+        else:
+            out.append(Difference(name, said, found, abs(said - found), _RATIO_TOLERANCE, False))
+    for metric in LATENCIES:
+        stated = summary.get(metric)
+        if not isinstance(stated, Mapping):
+            continue
+        found_group = exact[metric]
+        for key in ("p50", "p90", "p95", "p99", "min", "max", "mean"):
+            if key not in stated:
+                continue
+            said, found = stated[key], found_group[key]
+            allowed = (
+                HISTOGRAM_RELATIVE_ERROR
+                if key.startswith("p")
+                else (_MEAN_RELATIVE_TOLERANCE if key == "mean" else 1e-9)
+            )
+            out.append(_relative(f"{metric}.{key}", said, found, allowed))
+    return VerifyReport(count, tuple(out))
+
+
+def _relative(name: str, said: Any, found: Any, allowed: float) -> Difference:
+    if said is None or found is None:
+        same = said is None and found is None
+        return Difference(name, said, found, 0.0 if same else None, allowed, relative=True)
+    said, found = float(said), float(found)
+    if abs(found) <= _ZERO_FLOOR_MS and abs(said) <= _ZERO_FLOOR_MS:
+        return Difference(name, said, found, 0.0, allowed, relative=True)  # the zero bucket
+    scale = max(abs(found), _ZERO_FLOOR_MS)
+    return Difference(name, said, found, abs(said - found) / scale, allowed, relative=True)
