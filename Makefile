@@ -4,7 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run demo test lint typecheck unit web-embedded bench clean dynamo vllm services
+.PHONY: run demo test test-fast lint typecheck unit web-embedded bench clean dynamo vllm services
+
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist, one file or one shared real part
+# per work unit: tests/conftest.py); PYTEST_WORKERS=0 runs it serially in one process.
+PYTEST_WORKERS ?= 0
+XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +31,11 @@ demo: $(STAMP)
 
 test: lint typecheck unit web-embedded
 
+# The tests that use no real worker, server, browser or wall clock (those are marked `live` by
+# tests/conftest.py): the engine's logic, pages, API validation, forms, on one process.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not live"
+
 lint: $(STAMP)
 	$(PY) -m ruff check runner tests aiperf_web manage.py
 	$(PY) -m ruff format --check runner tests aiperf_web manage.py
@@ -36,7 +46,7 @@ typecheck: $(STAMP)
 # Everything, on whatever DATABASE_URL / REDIS_URL say (PostgreSQL + Redis + a celery worker
 # process when set, as in CI; the embedded default otherwise).
 unit: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 
 # When the run above used PostgreSQL + Redis, the web tests whose behaviour depends on the shape
 # run again on the embedded default: those marked embedded_shape, which tests/web/conftest.py

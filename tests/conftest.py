@@ -1,5 +1,8 @@
 """Suite-wide rules: a test marked `infra_missing` (tests/infra.py) skips or, under CI, fails
-with its reason; and under CI the web and browser tests run on the production shape or fail."""
+with its reason; under CI the web and browser tests run on the production shape or fail; every
+test that uses a real worker, server, browser or the wall clock is marked `live` (`make
+test-fast` runs the rest); and under pytest-xdist the tests that share a heavy real part run
+on one worker (`PartScheduling`)."""
 
 from __future__ import annotations
 
@@ -14,10 +17,50 @@ from tests.infra import strict, unavailable
 TESTS = Path(__file__).resolve().parent
 PRODUCTION_SHAPE_TESTS = (TESTS / "web", TESTS / "browser")
 
+# What makes a test `live`: a fixture that starts a real worker process or thread, a server
+# on a socket, a browser, a real Dynamo or vLLM; a mark saying so; or a folder whose tests
+# replay on the wall clock or drive real parts throughout.
+LIVE_FIXTURES = frozenset(
+    {
+        "run_worker",  # a celery worker process (embedded: a WorkController thread)
+        "live_world",
+        "hosts_worker",  # the host pool processes of fleet runs
+        "transactional_db",  # committed rows: what a worker in another process must see
+        "service",  # uvicorn on a socket (tests/web/conftest.py, tests/web/test_ops.py)
+        "server",  # `manage.py serve` (tests/browser)
+        "site",
+        "browser",
+        "context",
+        "real_dynamo",
+        "real_vllm",
+    }
+)
+LIVE_MARKS = ("slow", "dynamo", "vllm")
+LIVE_FOLDERS = (
+    TESTS / "browser",
+    TESTS / "dynamo",
+    TESTS / "vllm",
+    TESTS / "runner" / "wallclock",  # live replays paced by the real clock
+)
 
+
+def is_live(item: Any) -> bool:
+    if LIVE_FIXTURES.intersection(item.fixturenames):
+        return True
+    if any(item.get_closest_marker(name) is not None for name in LIVE_MARKS):
+        return True
+    parents = Path(str(item.fspath)).parents
+    return any(folder in parents for folder in LIVE_FOLDERS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks given here
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Under CI, a web or browser test collected without DATABASE_URL and REDIS_URL would run
-    on the embedded default and look green: each fails instead, saying what to set."""
+    """Marks the live tests; then, under CI, a web or browser test collected without
+    DATABASE_URL and REDIS_URL would run on the embedded default and look green: each fails
+    instead, saying what to set."""
+    for item in items:
+        if is_live(item):
+            item.add_marker(pytest.mark.live)
     if not strict() or (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
         return
     missing = pytest.mark.infra_missing(
@@ -34,3 +77,42 @@ def pytest_runtest_setup(item: Any) -> None:
     mark = item.get_closest_marker("infra_missing")
     if mark is not None:
         unavailable(mark.args[0])
+
+
+# -- pytest-xdist (`make unit` runs `-n 2 --dist loadfile`) -----------------------------------
+
+# Tests that share a heavy real part run on one xdist worker, one after another: the browser
+# tests share one `manage.py serve` and tests/browser/artifacts (its log, Chromium's profile);
+# a real Dynamo or vLLM takes most of the machine while it runs, and two at once would only
+# slow each other down (and `stack.dynamo` starts on the script's default port).
+PART_GROUPS = (
+    ("tests/browser/", "browser"),
+    ("tests/dynamo/", "real-dynamo"),
+    ("tests/web/test_real_dynamo", "real-dynamo"),
+    ("tests/vllm/", "real-vllm"),
+    ("tests/web/test_real_vllm", "real-vllm"),
+)
+
+
+def part_group(nodeid: str) -> str:
+    """The xdist work unit of a test: its file, or the group of the real part it shares."""
+    path = nodeid.split("::", 1)[0]
+    for prefix, group in PART_GROUPS:
+        if path.startswith(prefix):
+            return group
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
+    """`--dist loadfile`, with the groups above as one unit each (other modes as xdist has
+    them)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class PartScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return part_group(nodeid)
+
+    return PartScheduling(config, log)
