@@ -25,11 +25,29 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.conftest import is_live
 from tests.fixtures import DAG_SPAWN
 from tests.infra import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 WEB_TESTS = Path(__file__).resolve().parent
+
+
+# Files whose tests, when they use no worker, server or committed transaction (`live`), check
+# what lies above the shape: each runs inside one rolled-back transaction through the test
+# client or a service, and touches no broker, channel layer, cache or engine-specific SQL. The
+# PostgreSQL pass is the stricter one for them (it enforces the column lengths SQLite ignores).
+ABOVE_THE_SHAPE = frozenset(
+    {
+        "test_access.py",  # who sees which page and API route: querysets filtered by team
+        "test_bounded_inputs.py",  # limits in the schema, forms and services, before the DB
+        "test_inputs.py",  # 4xx for bad input, secrets kept: validation code
+        "test_error_pages.py",  # templates of the 400/403/404/500 pages and the API's body
+        "test_dashboard_pages.py",  # page wording and markup
+        "test_endpoint_safety.py",  # where an endpoint's key may go: URL and HTTP checks
+        "test_affinity.py",  # a probe of the mock over a socket, stored on the endpoint
+    }
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks given here
@@ -43,6 +61,8 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
         if WEB_TESTS not in Path(str(item.fspath)).parents:
             continue
         if item.get_closest_marker("shape_independent") is not None:
+            continue
+        if Path(str(item.fspath)).name in ABOVE_THE_SHAPE and not is_live(item):
             continue
         if "django_db_setup" in item.fixturenames or item.get_closest_marker("django_db"):
             item.add_marker(pytest.mark.embedded_shape)
