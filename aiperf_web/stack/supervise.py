@@ -1,6 +1,6 @@
 """Every child `manage.py serve` starts (the runs worker, the hosts worker, the built-in mock,
-the real Dynamo, the embedded worker thread) is watched by a thread of its own and started
-again when it dies: after 1 s, then twice as long after each death in a row, at most
+the real Dynamo and vLLM, the embedded worker thread) is watched by a thread of its own and
+started again when it dies: after 1 s, then twice as long after each death in a row, at most
 BACKOFF_CAP_S; a child that stayed up STABLE_S starts over at 1 s. Each death and each
 restart is a log line (what ended, how, after how long up, when the next try is). A child that
 cannot start (its port taken, its script failing) is tried again on the same schedule.

@@ -2,11 +2,12 @@
 
 Migrates, prepares the demo objects, starts the built-in mock cluster as a child process
 (unless AIPERF_MOCK_URL names one) and, with AIPERF_REAL_DYNAMO=1, a real Dynamo on CPU in
-the background (aiperf_web.stack.dynamo), starts the Celery worker (a thread on the in-memory broker
+the background (aiperf_web.stack.dynamo), with AIPERF_REAL_VLLM=1 a real vLLM on CPU
+(aiperf_web.stack.vllm), starts the Celery worker (a thread on the in-memory broker
 in the embedded default; a `celery -A aiperf_web worker -Q runs` child process when REDIS_URL is
 set), then serves HTTP and WebSocket with uvicorn until interrupted. Every child is supervised
-(aiperf_web.stack.supervise): started again when it dies; /healthz says when the mock or the
-real Dynamo is down.
+(aiperf_web.stack.supervise): started again when it dies; /healthz says when the mock, the
+real Dynamo or the real vLLM is down.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from aiperf_web.runs.worker import StaleRunReaper, runs_requeue_queued
 from aiperf_web.stack.demo import DEMO_USER, demo_bootstrap, mock_url_default
 from aiperf_web.stack.dynamo import real_dynamo_launch
 from aiperf_web.stack.supervise import Child, MockChild, ProcessChild, Supervised
+from aiperf_web.stack.vllm import real_vllm_launch
 from aiperf_web.stack.worker import EmbeddedWorker, worker_command
 
 
@@ -101,6 +103,9 @@ class Command(BaseCommand):
             dynamo = real_dynamo_launch(say=out.write, bootstrap=not opts["no_bootstrap"])
             if dynamo is not None:
                 watch("real Dynamo (CPU)", dynamo, started=False, health="dynamo")
+            vllm = real_vllm_launch(say=out.write, bootstrap=not opts["no_bootstrap"])
+            if vllm is not None:
+                watch("the real vLLM (CPU)", vllm, started=False, health="vllm")
             if not opts["no_worker"]:
                 if settings.EMBEDDED:
                     worker = EmbeddedWorker(concurrency=settings.AIPERF_EMBEDDED_WORKERS)
