@@ -58,6 +58,7 @@ __all__ = [
     "sweep_on_run_ended",
     "sweep_rerun",
     "sweep_webhook_body",
+    "sweeps_stuck",
 ]
 
 
@@ -234,12 +235,30 @@ def sweep_cancel(*, actor: AnyUser, sweep_obj: Sweep) -> Sweep:
 
 
 def sweep_on_run_ended(sender: object, *, run_obj: Run, **_: object) -> None:
-    """The receiver of runs' `run_ended` signal: a sweep's point ended, move the sweep on."""
+    """The receiver of runs' `run_ended` signal: a sweep's point ended, move the sweep on.
+    Any run's end also moves on the sweeps whose point run ended without the signal (cancelled
+    while queued from its own page, or failed by the stale-run reaper)."""
     sweep_pk = (
         SweepPoint.objects.filter(run_id=run_obj.pk).values_list("sweep_id", flat=True).first()
     )
     if sweep_pk is not None:
         sweep_advance(sweep_pk)
+    for stuck in sweeps_stuck():
+        if stuck != sweep_pk:
+            sweep_advance(stuck)
+
+
+def sweeps_stuck() -> list[int]:
+    """Active sweeps with a point whose run has ended (or was deleted) without its result."""
+    return list(
+        SweepPoint.objects.filter(
+            sweep__status__in=[SweepStatus.QUEUED, SweepStatus.RUNNING], result__isnull=True
+        )
+        .filter(Q(run__isnull=True) | Q(run__status__in=FINAL))
+        .order_by()
+        .values_list("sweep_id", flat=True)
+        .distinct()
+    )
 
 
 def _in_flight_cap() -> int:

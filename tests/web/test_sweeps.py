@@ -222,7 +222,8 @@ def test_the_simulated_twin_queues_a_whole_batch_at_once_5_points_by_2_arms(
         world,
         scenario=str(world.scenario.uuid),
         endpoint="simulated",
-        overrides={"duration_s": 600, "start_window": [0, 1]},
+        # A snapshot every 10 s of run time (the scenario stores one every 0.5 s: 1,200 a point).
+        overrides={"duration_s": 600, "start_window": [0, 1], "snapshot_interval_s": 10},
         sweep={"concurrency": [1, 2, 4, 8, 16], "arms": _SIMULATED["arms"]},
     )
     assert response.status_code == 201, response.content
@@ -238,3 +239,33 @@ def test_the_simulated_twin_queues_a_whole_batch_at_once_5_points_by_2_arms(
     wall_s = (sweep.finished_at - sweep.started_at).total_seconds()
     # Measured, not asserted (the machine is shared): issue 20 asks under a minute on 2 cores.
     print(f"simulated twin, 5 points x 2 arms through the service: {wall_s:.1f} s")
+
+
+def test_a_point_run_ended_without_the_signal_is_picked_up_at_the_next_runs_end(
+    world: World,
+) -> None:
+    """A point run cancelled while queued from its own page (or failed by the reaper) ends
+    without the worker's run_ended: the next run that ends, any run, moves its sweep on."""
+    from aiperf_web.runs.services import run_cancel
+    from aiperf_web.sweeps.services import sweep_advance, sweep_on_run_ended, sweeps_stuck
+
+    response = _launch(
+        world,
+        scenario=str(world.scenario.uuid),
+        endpoint="simulated",
+        sweep={"concurrency": [1, 2], "arms": _SIMULATED["arms"]},
+    )
+    assert response.status_code == 201, response.content
+    sweep = Sweep.objects.get(uuid=response.json()["id"])
+    sweep_advance(sweep.pk)  # what the launch's commit does (the test's transaction never commits)
+    made = list(sweep.points.select_related("run").order_by("seq"))
+    assert len(made) == 4 and all(p.run is not None for p in made)  # list: one batch
+    first = made[0].run
+    assert first is not None
+    run_cancel(actor=world.teammate, run_obj=first)  # from the run's page: no signal
+    assert sweeps_stuck() == [sweep.pk]
+    sweep_on_run_ended(Run, run_obj=world.run)  # some other run of the team ends
+    assert sweeps_stuck() == []
+    point = SweepPoint.objects.get(pk=made[0].pk)
+    assert point.valid is False and point.invalid_reason == "cancelled before its end"
+    assert Sweep.objects.get(pk=sweep.pk).status == "running"
