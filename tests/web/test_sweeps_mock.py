@@ -19,7 +19,9 @@ from aiperf_web.sweeps.selectors import sweep_report
 from tests.fixtures import CLAUDE_CODE_SUBAGENTS
 from tests.web.conftest import World
 
-pytestmark = pytest.mark.slow
+# Live points one after another (two sweeps in the slo test): past the suite's 300 s per test
+# on a busy machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 # The recorded session's span: each lane replays its first tree from 100-300 s into it, where
 # the three SPAWN subagents run (tests/fixtures/README.md), as tests/runner/sweep/test_cli.py.
