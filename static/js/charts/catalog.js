@@ -19,6 +19,10 @@ const NO_ERRORS = {
   text: "no errors", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5,
   font: { size: 14, color: "#1e8e3e" },
 };
+// The colour of a chart's "all" line (all errors, all workers, mean of workers): the page's
+// chart text colour, so it stays visible in dark mode (#1d2330 vanished on the dark card).
+const TOTAL = () => (typeof getComputedStyle === "function"
+  && getComputedStyle(document.documentElement).getPropertyValue("--chart-fg").trim()) || "#1d2330";
 const line = (name, color, extra = {}) => ({ name, x: [], y: [], mode: "lines", line: { color, ...extra } });
 
 // Per-worker lines after `fixed` fixed traces. Up to MANY_WORKERS workers, one line each (added
@@ -169,7 +173,7 @@ export const CATALOG = {
   "chart-errors": {
     build(el, spec, view) {
       view.categories = [];
-      return new Chart(el, [line("all errors", "#1d2330", { width: 1.5 })],
+      return new Chart(el, [line("all errors", TOTAL(), { width: 1.5 })],
         layout(spec.title, spec.y_title, { annotations: [NO_ERRORS], showlegend: true }));
     },
     ingest(chart, s, view) {
@@ -191,7 +195,7 @@ export const CATALOG = {
     },
   },
   "chart-orphans": {
-    build: (el, spec) => new Chart(el, [line("all workers", "#1d2330", { width: 3 })],
+    build: (el, spec) => new Chart(el, [line("all workers", TOTAL(), { width: 3 })],
       layout(spec.title, spec.y_title, { hovermode: "closest" })),
     ingest(chart, s) {
       const w = s.d.client_workers;
@@ -263,7 +267,7 @@ export const CATALOG = {
   // The endpoint's own /metrics (a point per scrape, deduped by its t_s): KV use and queue per
   // server worker, with the overall line; workers get their traces as they first appear.
   "chart-sm-kv": serverMetrics("kv_usage", (f) => (f.kv_usage === null || f.kv_usage === undefined ? [null] : [100 * f.kv_usage]),
-    [{ ...line("mean of workers", "#1d2330", { width: 2.5 }), hovertemplate: "mean: %{y:.1f} %<extra></extra>" }],
+    [{ ...line("mean of workers", TOTAL(), { width: 2.5 }), hovertemplate: "mean: %{y:.1f} %<extra></extra>" }],
     (v) => (v === null || v === undefined ? null : 100 * v), " %", ":.1f"),
   "chart-sm-queue": serverMetrics("queue_depth", (f) => [f.queue_depth ?? null, f.running ?? null], [
     { ...line("waiting", "#d93025", { width: 2.5 }), hovertemplate: "waiting (all): %{y}<extra></extra>" },
