@@ -204,6 +204,8 @@ def test_compare_and_history_draw_sweeps_curve_against_curve(
     assert owner.get(f"/sweeps/compare/?ids={first.uuid}").status_code == 404
     outsider = world.client("outsider")
     assert outsider.get(f"/sweeps/compare/?ids={first.uuid},{second.uuid}").status_code == 404
+    scenario_page = owner.get(f"/scenarios/{world.scenario.uuid}/").content.decode()
+    assert f'href="/sweeps/history/{world.scenario.uuid}/"' in scenario_page
     history = owner.get(f"/sweeps/history/{world.scenario.uuid}/").content.decode()
     assert history.count('data-sweep-id="') == 2
     assert "sweep history" in history
