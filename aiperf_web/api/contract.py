@@ -7,9 +7,10 @@ them without anyone listing it: every operation behind a token can answer 401; o
 path parameter or a body, 404 (an unknown id, or one of a team the caller is not in: never
 403 for those); one with query parameters or a body, 422; one with a body, 400 (a body that
 does not parse) and 413 (over the request size limit); one that writes, 403 (a role that does
-not allow it). 409 and 429 are declared where the services raise them (Conflict, TooMany):
-OPERATION_ERRORS below. tests/web/test_api_fuzz.py holds the schema to the server with
-schemathesis (every check, every operation), so a code missing here fails it.
+not allow it); every one, 503 while the database is away (api/site.py). 409 and 429 are
+declared where the services raise them (Conflict, TooMany): OPERATION_ERRORS below.
+tests/web/test_api_fuzz.py holds the schema to the server with schemathesis (every check,
+every operation), so a code missing here fails it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ ERROR_MEANING = {
     422: "a field breaks a rule (each named in `errors`)",
     429: "a team's cap of queued runs is reached (AIPERF_TEAM_MAX_QUEUED); try again once runs "
     "have started",
+    503: "the database is unreachable for now (a restart or failover): try again after "
+    "Retry-After seconds",
 }
 
 # Codes only some operations answer, by (method, path under /api/v1).
@@ -100,7 +103,7 @@ def declare_errors(schema: dict[str, Any], *, prefix: str) -> dict[str, Any]:
             has_body = "requestBody" in operation
             codes: set[int] = set(OPERATION_ERRORS.get((method, short), ()))
             if operation.get("security"):
-                codes.add(401)
+                codes.update((401, 503))  # the token is read from the database
             if has_path or has_body:
                 codes.add(404)
             if has_query or has_body:

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
@@ -168,6 +169,19 @@ def _bad_multipart(request: HttpRequest, exc: Exception) -> HttpResponse:
         "(a file name of at most a few hundred characters) and fewer than 100 files"
     )
     return _error(request, 400, message, {"body": message})
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def _database_away(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # The database restarting or failing over (PostgreSQL's "terminating connection due to
+    # administrator command", a refused connection): the same request succeeds in a moment.
+    log.warning("API: database unavailable on %s %s: %s", request.method, request.path, exc)
+    response = _error(
+        request, 503, "the database is unreachable for now (a restart?): try again in a few seconds"
+    )
+    response["Retry-After"] = "5"
+    return response
 
 
 @api.exception_handler(Exception)

@@ -13,6 +13,7 @@ its own (tests/web/test_api_fuzz.py runs it over every operation):
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import threading
@@ -66,7 +67,7 @@ def test_every_operation_declares_its_error_answers_with_their_body() -> None:
                 assert {"detail", "errors"} <= set(body["properties"]), (where, code, ref)
     error = _schema()["components"]["schemas"]["Error"]
     assert error["required"] == ["detail", "errors"]
-    assert set(ERROR_MEANING) == {400, 401, 403, 404, 409, 413, 422, 429}
+    assert set(ERROR_MEANING) == {400, 401, 403, 404, 409, 413, 422, 429, 503}
 
 
 def test_the_rules_the_server_enforces_are_in_the_schema() -> None:
@@ -140,10 +141,8 @@ class _Slow(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        try:
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the test gave up on it, as it should
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(body)  # the test may have given up on it, as it should
 
     def do_GET(self) -> None:
         self._answer(b'{"data": [{"id": "m"}]}', JSON)
@@ -219,3 +218,23 @@ def test_a_connection_test_to_a_blackholed_address_answers_within_its_budget(
     print(f"connection test, a blackholed address: {elapsed:.1f} s")
     assert body["ok"] is False, body
     assert "no connection within the timeout" in body["message"] or "within" in body["message"]
+
+
+def test_the_database_away_is_503_with_retry_after(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a PostgreSQL restart answers a request in flight (the fault suite saw a 500 before).
+    from django.db import OperationalError
+
+    from aiperf_web.runs import selectors
+
+    def away(**_: Any) -> Any:
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(selectors, "run_get", away)
+    response = world.api("owner").get(f"/api/v1/runs/{world.run.uuid}")
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == "5"
+    assert "try again" in response.json()["detail"]
+    declared = _schema()["paths"]["/api/v1/runs/{run_id}"]["get"]["responses"]
+    assert "503" in declared
