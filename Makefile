@@ -50,7 +50,8 @@ unit: $(STAMP)
 
 # When the run above used PostgreSQL + Redis, the web tests whose behaviour depends on the shape
 # run again on the embedded default: those marked embedded_shape, which tests/web/conftest.py
-# gives every web test that uses the database unless it is marked shape_independent.
+# gives every web test that uses the database unless it is marked shape_independent or checks
+# only what lies above the shape (its ABOVE_THE_SHAPE files, when the test is not `live`).
 # AIPERF_TEST_PASS=embedded: this pass leaves the production shape out on purpose, so what
 # needs it skips here even under CI (tests/infra.py).
 web-embedded: $(STAMP)

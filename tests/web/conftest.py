@@ -54,7 +54,8 @@ ABOVE_THE_SHAPE = frozenset(
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     """Every web test that uses the database (and so the worker, broker and channel layer of
     the shape it runs in) is marked `embedded_shape`, unless it says it is
-    `shape_independent`: `make web-embedded` runs again, on the embedded default, only those.
+    `shape_independent` or is a test of ABOVE_THE_SHAPE that is not `live`: `make
+    web-embedded` runs again, on the embedded default, only those.
     The rest (pure checks, and tests that start `serve` in a shape of their own) behave the
     same whatever DATABASE_URL and REDIS_URL say, so the first pass is enough."""
     for item in items:
