@@ -504,8 +504,8 @@ def sweep_webhook_body(*, sweep_obj: Sweep) -> dict[str, Any]:
         "finished_at": sweep_obj.finished_at.isoformat() if sweep_obj.finished_at else None,
         "links": {
             "sweep": _link("sweeps:detail", uid),
-            "json": _link("api:aiperf_web_api_views_sweep_export", uid) + "?format=json",
-            "csv": _link("api:aiperf_web_api_views_sweep_export", uid) + "?format=csv",
+            "json": _link("api:sweep_export", uid) + "?format=json",
+            "csv": _link("api:sweep_export", uid) + "?format=csv",
         },
     }
 

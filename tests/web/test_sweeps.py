@@ -269,3 +269,63 @@ def test_a_point_run_ended_without_the_signal_is_picked_up_at_the_next_runs_end(
     point = SweepPoint.objects.get(pk=made[0].pk)
     assert point.valid is False and point.invalid_reason == "cancelled before its end"
     assert Sweep.objects.get(pk=sweep.pk).status == "running"
+
+
+def test_the_sweep_end_webhook_posts_the_verdict_and_headlines(world: World) -> None:
+    """At its end a sweep POSTs `sweep.ended` to its scenario's and team's webhook URLs."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from aiperf_web.sweeps.services import sweep_webhooks_send
+    from aiperf_web.teams.services import team_webhook_set
+
+    seen: list[tuple[str, dict[str, str], bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        team_webhook_set(actor=world.owner, team=world.team, url=url)
+        sweep = Sweep.objects.create(
+            team=world.team,
+            scenario=world.scenario,
+            scenario_name=world.scenario.name,
+            endpoint_name="simulated cluster",
+            target_kind="simulated",
+            spec=parse_sweep(
+                {"base": {"target": {"kind": "simulated"}}, "concurrency": [1]}
+            ).model_dump(mode="json"),
+            mode="list",
+            axis="concurrency",
+            status="succeeded",
+            verdict="pass",
+            verdict_message="1 points, every one valid",
+            headlines=["a beats b"],
+        )
+        assert sweep_webhooks_send(sweep.pk) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+    ((path, headers, raw),) = seen
+    body = json.loads(raw)
+    assert path == "/hook" and headers["content-type"] == "application/json"
+    assert (body["event"], body["sweep_id"], body["status"]) == (
+        "sweep.ended",
+        str(sweep.uuid),
+        "succeeded",
+    )
+    assert body["verdict"] == "pass" and body["headlines"] == ["a beats b"]
+    assert body["links"]["sweep"].endswith(f"/sweeps/{sweep.uuid}/")
+    assert body["links"]["csv"].endswith(f"/api/v1/sweeps/{sweep.uuid}/export?format=csv")
