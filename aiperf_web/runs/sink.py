@@ -36,8 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from django.conf import settings
-from django.db import Error as DjangoDbError
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample
 from aiperf_web.runs.publisher import log_line, publish_log, publish_snapshot
@@ -54,12 +53,20 @@ T = TypeVar("T")
 _RETRY_FIRST_S = 0.2  # the first pause after a failed write; doubled up to _RETRY_MAX_S
 _RETRY_MAX_S = 2.0
 
+# Errors that say the database is away (a lost or refused connection, a terminated backend, a
+# pool with no connection to give), not that the write is wrong: only these are retried. A
+# constraint violation (the run deleted meanwhile, say) fails at once.
 try:  # COPY goes through psycopg's own connection, whose errors Django does not wrap
     import psycopg
 
-    DB_ERRORS: tuple[type[BaseException], ...] = (DjangoDbError, psycopg.Error)
+    DB_AWAY: tuple[type[BaseException], ...] = (
+        OperationalError,
+        InterfaceError,
+        psycopg.OperationalError,
+        psycopg.InterfaceError,
+    )
 except ImportError:  # pragma: no cover - the embedded shape may lack the driver
-    DB_ERRORS = (DjangoDbError,)
+    DB_AWAY = (OperationalError, InterfaceError)
 
 
 class DatabaseAway(Exception):
@@ -88,7 +95,7 @@ def db_retry(
                 result: T | None = None
             else:
                 result = write()
-        except DB_ERRORS as exc:
+        except DB_AWAY as exc:
             connection.close()  # a pooled connection may be dead too: the next is fresh
             now = time.monotonic()
             if began is None:

@@ -210,3 +210,19 @@ def test_an_outage_past_its_limit_fails_the_run_keeping_what_it_stored(
     assert ended.records_count == calls[0] == RunRecord.objects.filter(run=ended).count() > 0
     # It stopped at the limit rather than measuring into the void for the whole 8 s.
     assert took < 8, took
+
+
+def test_a_write_the_database_refuses_is_not_retried(transactional_db: Any) -> None:
+    """Only a database that is away is waited for: a write it refuses (here a log line of a run
+    deleted meanwhile) fails at once, instead of holding the worker for AIPERF_DB_OUTAGE_S."""
+    from django.db import IntegrityError
+
+    calls: list[int] = []
+
+    def write() -> Any:
+        calls.append(1)
+        return RunLog.objects.create(run_id=2_000_000_000, level="info", message="orphan")
+
+    with pytest.raises(IntegrityError):
+        runs_sink.db_retry(write, what="storing a log line of a deleted run")
+    assert calls == [1]
