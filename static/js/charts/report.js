@@ -219,7 +219,7 @@ export function drawTimelines(container, data, mode, ids = {}) {
     const pad = Math.max(0.05, 0.03 * (last - first));
     window.Plotly.newPlot(boxes[k], traces, {
       title: { text: treeTitle(tree, index), font: { size: 13 }, x: 0 },
-      barmode: "overlay", height: Math.max(170, 24 * lanes.length + 96), hovermode: "closest",
+      barmode: "overlay", height: Math.max(124, 24 * lanes.length + 96), hovermode: "closest",
       margin: { l: 12, r: 16, t: 30, b: 40 },
       xaxis: { title: { text: "run time (s)", standoff: 4 }, ticksuffix: " s", zeroline: false, range: [Math.max(0, first - pad), last + pad] },
       yaxis: { tickmode: "array", tickvals: lanes.map((_, i) => i), ticktext: labels, autorange: "reversed",
