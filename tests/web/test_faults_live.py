@@ -464,7 +464,15 @@ def test_a_redis_restart_mid_run(stack: Stack) -> None:
     out = _inject(stack, "Redis restarted (down 3 s)", restart)
     assert out.run["status"] == "succeeded", out.run["reason"]
     _kept_all(out.run)
+    # Before the fix the worker died about a minute after the restart (Celery's consumer,
+    # reconnecting): a run launched 70 s after it must still start and succeed.
+    time.sleep(max(0.0, 70 - (time.monotonic() - out.health.started)))
+    late_id = stack.launch(duration_s=3)
+    launched_s = time.monotonic() - out.health.started
+    late = stack.ended(late_id)
+    assert late["status"] == "succeeded", (late["reason"], stack.text()[-3000:])
     assert "Unrecoverable error" not in stack.text()
+    print(f"Redis restart: a run launched {launched_s:.0f} s after it succeeded too")
 
 
 def test_a_postgresql_restart_mid_run(stack: Stack) -> None:
