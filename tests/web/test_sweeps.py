@@ -329,3 +329,34 @@ def test_the_sweep_end_webhook_posts_the_verdict_and_headlines(world: World) -> 
     assert body["verdict"] == "pass" and body["headlines"] == ["a beats b"]
     assert body["links"]["sweep"].endswith(f"/sweeps/{sweep.uuid}/")
     assert body["links"]["csv"].endswith(f"/api/v1/sweeps/{sweep.uuid}/export?format=csv")
+
+
+def test_the_launch_form_and_the_list_pages(world: World) -> None:
+    member = world.client("teammate")
+    page = member.get("/sweeps/new/")
+    assert page.status_code == 200 and "Launch a sweep" in page.content.decode()
+    assert world.client("viewer").get("/sweeps/new/").status_code == 302
+    form = {
+        "scenario": str(world.scenario.uuid),
+        "target": "simulated",
+        "axis": "concurrency",
+        "loads": "1, 2, 4",
+        "mode": "list",
+        "preset": "legacy-vs-spawn-pin",
+        "repeats": "2",
+        "overrides": '{"duration_s": 30}',
+    }
+    bad = member.post("/sweeps/new/", {**form, "loads": "1, 1"})
+    assert bad.status_code == 200 and "a load appears twice" in bad.content.decode()
+    assert member.post("/sweeps/new/", {**form, "loads": "one"}).status_code == 200
+    assert Sweep.objects.count() == 0
+    done = member.post("/sweeps/new/", form)
+    sweep = Sweep.objects.get()
+    assert done.status_code == 302 and done["Location"] == f"/sweeps/{sweep.uuid}/"
+    spec = parse_sweep(sweep.spec)
+    assert spec.loads == (1.0, 2.0, 4.0) and spec.repeats == 2
+    assert [arm.name for arm in spec.arms] == ["legacy", "spawn-pin"]
+    assert sweep.overrides == {"duration_s": 30} and spec.base.duration_s == 30
+    listed = world.client("viewer").get("/sweeps/").content.decode()
+    assert f"/sweeps/{sweep.uuid}/" in listed and "alpha-scenario" in listed
+    assert str(sweep.uuid) not in world.client("outsider").get("/sweeps/").content.decode()
