@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
             "stopped": report.stopped,
             "copies": report.copies,
             "copy_bytes": report.copy_bytes,
+            "copy_held_bytes": report.copy_held_bytes,
             "rss_end_bytes": report.rss_end_bytes,
         }
         print(json.dumps(line))

@@ -55,6 +55,7 @@ from runner.fleet.wire import (
     decode_credits,
     encode_result,
 )
+from runner.workers.history import HistoryStore
 
 __all__ = [
     "SECRET_ENV",
@@ -86,7 +87,8 @@ class HostReport:
     sent: int = 0
     cancelled: int = 0
     copies: int = 0  # session copies still held when the run ended (stale ones)
-    copy_bytes: int = 0
+    copy_bytes: int = 0  # their length as text
+    copy_held_bytes: int = 0  # what holding them as shared pieces costs (runner/workers/history)
     rss_start_bytes: int = 0
     rss_end_bytes: int = 0
     stopped: str = ""  # "stop" (told to), "orphaned" (the orchestrator went away)
@@ -94,7 +96,9 @@ class HostReport:
 
 @dataclass(slots=True)
 class _State:
-    sessions: dict[str, bytes] = field(default_factory=dict)
+    # Session -> (the body last sent for it as shared pieces, its length as text).
+    sessions: dict[str, tuple[tuple[bytes, ...], int]] = field(default_factory=dict)
+    histories: HistoryStore = field(default_factory=HistoryStore)
     copy_bytes: int = 0
     tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     unanswered: dict[bytes, int] = field(default_factory=dict)  # stream entry -> its credits
@@ -290,6 +294,7 @@ async def run_host(
                 await r.delete(keys.heartbeat(worker))
         report.copies = len(state.sessions)
         report.copy_bytes = state.copy_bytes
+        report.copy_held_bytes = state.histories.held_bytes
         report.rss_end_bytes = rss_bytes()
         return report
     finally:
@@ -356,10 +361,13 @@ async def _send(
     wall_offset: float,
 ) -> None:
     # The copy this worker now holds of the session's history: what it last sent.
+    # Held as shared pieces: what it shares with its previous turn costs nothing again.
     old = state.sessions.get(entry.session_id)
+    history = state.histories.hold(entry.body, old[0] if old is not None else None)
     if old is not None:
-        state.copy_bytes -= len(old)
-    state.sessions[entry.session_id] = entry.body
+        state.histories.release(old[0])
+        state.copy_bytes -= old[1]
+    state.sessions[entry.session_id] = (history, len(entry.body))
     state.copy_bytes += len(entry.body)
     results: list[ResponseResult] = []
     try:
@@ -375,7 +383,8 @@ async def _send(
         if entry.session_end:
             gone = state.sessions.pop(entry.session_id, None)
             if gone is not None:
-                state.copy_bytes -= len(gone)
+                state.histories.release(gone[0])
+                state.copy_bytes -= gone[1]
         if results:
             state.outbox.append(encode_result(entry.id, results[0], wall_offset))
         left = state.unanswered.pop(entry_id) - 1
@@ -444,6 +453,7 @@ async def _heartbeat(
             "in_flight": len(state.tasks),
             "copies": len(state.sessions),
             "copy_bytes": state.copy_bytes,
+            "copy_held_bytes": state.histories.held_bytes,
             "sent": report.sent,
         }
         pipe = r.pipeline(transaction=False)

@@ -452,6 +452,7 @@ class FleetSender:
                     "in_flight": beat.get("in_flight"),
                     "copies": beat.get("copies"),
                     "copy_bytes": beat.get("copy_bytes"),
+                    "copy_held_bytes": beat.get("copy_held_bytes"),
                     "sent": beat.get("sent"),
                     "lost_at_s": None if entry is None else round(entry.at_s - t0, 3),
                 }

@@ -243,6 +243,8 @@ def test_legacy_bounces_leave_real_stale_copies_in_the_hosts(mock):
     assert fleet["worker_switches"] > 0 and fleet["sessions_multi_worker"] > 0
     assert sum(r["copies"] for r in reports) == fleet["orphaned_session_copies"] > 0
     assert sum(r["copy_bytes"] for r in reports) > 0
+    # Held as shared pieces (runner/workers/history.py), and measured as such.
+    assert sum(r["copy_held_bytes"] for r in reports) > 0
     assert sum(r["sent"] for r in reports) == fleet["requests"]
     assert all(r["stopped"] == "stop" for r in reports)
 
