@@ -380,6 +380,7 @@ def _live_config(spec: RunSpec, target: EndpointTarget) -> LiveConfig:
         isolate_trees=spec.isolate_trees,
         want_worker_id=target.want_worker_id,
         failure_threshold=target.failure_threshold,
+        stop_error_share=target.stop_error_share,
         snapshot_interval_s=spec.snapshot_interval_s,
         slo_ms=spec.slo_ms,
     )

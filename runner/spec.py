@@ -184,6 +184,13 @@ class EndpointTarget(BaseModel):
         le=1_000_000,
         description="stop after this many consecutive failures (0: never)",
     )
+    stop_error_share: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="stop when more than this share of the requests that ran their course "
+        "failed, once 100 have (InferenceX's AgentX: 0.10); None = never",
+    )
     metrics_url: str | None = Field(
         default=None,
         max_length=URL_CHARS,
@@ -377,6 +384,19 @@ class RunSpec(BaseModel):
         ge=0,
         le=MAX_DURATION_S,
         description="requests issued before are unmeasured (at most the longest duration)",
+    )
+    warmup_per_lane: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="each lane's first this many requests are unmeasured (lanes' caches warm)",
+    )
+    max_idle_s: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_DURATION_S,
+        description="cap on a recorded pause between turns, in trace seconds before speedup "
+        "(idle users and long tool calls replayed shorter); None = as recorded",
     )
     prime: bool = Field(
         default=False, description="send each live stream's last turn before t* first (unmeasured)"
@@ -573,6 +593,8 @@ class RunSpec(BaseModel):
             joins=self.joins,
             speedup=self.speedup,
             warmup_s=self.warmup_s,
+            warmup_per_lane=self.warmup_per_lane,
+            max_idle_s=self.max_idle_s,
             prime=self.prime,
             seed=self.seed,
             timing=self.timing,

@@ -15,6 +15,7 @@ from typing import Any
 from runner.metrics import RunMetrics
 from runner.output import drain_report, summary_figures
 from runner.replay.engine import Engine
+from runner.validity import judge
 
 __all__ = ["run_summary"]
 
@@ -53,6 +54,14 @@ def run_summary(
     if server_bound_keys is not None:
         summary["affinity_keys_bound_server"] = server_bound_keys
     summary["drain"] = drain_report(engine, server_bound_keys=server_bound_keys)
+    # Whether InferenceX would count this run (runner/validity.py: the sweep's rules).
+    summary["validity"] = judge(
+        requests=overall.requests,
+        errors=overall.errors,
+        cut=overall.cut_by_stop,
+        completed=overall.completed,
+        ttft_measured=overall.ttft_ms.count,
+    )
     return summary
 
 

@@ -116,8 +116,8 @@ def bench_session_memory(
                     "client_workers": client_workers,
                     # A one-process mock accepts slowly at this size on a small machine
                     # (issue 23 item 1): connections wait rather than end the run.
-                    "failure_threshold": 0,
                     "target": {
+                        "failure_threshold": 0,
                         "kind": "endpoint",
                         "url": mock.url,
                         "model": "mock-model",

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from runner.cluster.config import DYNAMO_VERSION_ALIASES, HeaderAffinityMode
 from runner.errors import SpecError
+from runner.presets import PRESETS, apply_preset
 from runner.spec import (
     AFFINITIES,
     AFFINITY_ACTIONS,
@@ -162,6 +163,29 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         help="requests issued in the first S seconds are not measured",
     )
     timing.add_argument(
+        "--warmup-per-lane",
+        type=int,
+        default=_default(_SPEC, "warmup_per_lane"),
+        metavar="N",
+        help="each lane's first N requests are not measured (default 0)",
+    )
+    timing.add_argument(
+        "--max-idle",
+        type=float,
+        default=None,
+        metavar="S",
+        help="cut every recorded pause between turns to at most S trace seconds (before "
+        "--speedup; default: as recorded)",
+    )
+    timing.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="a benchmark's settings: agentx = InferenceX AgentX (start window 0.25:0.75, "
+        "10 warmup requests per lane, idle gaps <= 300 s, stop above 10 %% failed, 1 h, "
+        "seed 42); flags given explicitly win",
+    )
+    timing.add_argument(
         "--length-scale",
         type=float,
         default=_default(_SPEC, "length_scale"),
@@ -266,6 +290,7 @@ _FLAGS = {
     "duration_s": "--duration",
     "max_requests": "--requests",
     "warmup_s": "--warmup",
+    "max_idle_s": "--max-idle",
     "affinity_timeout_s": "--affinity-timeout",
     "target.url": "--endpoint",
     "target.read_timeout_s": "--timeout",
@@ -340,6 +365,14 @@ def add_endpoint_options(parser: argparse.ArgumentParser, *, required: bool = Tr
         help="stop early after N consecutive failed requests (0: never)",
     )
     target.add_argument(
+        "--stop-error-share",
+        type=float,
+        default=None,
+        metavar="X",
+        help="stop early when more than X (0 < X <= 1) of the requests that ran their course "
+        "failed, once 100 have (default: never)",
+    )
+    target.add_argument(
         "--no-worker-id",
         action="store_true",
         help="do not ask for nvext.worker_id (endpoints that reject nvext)",
@@ -373,6 +406,7 @@ def endpoint_target_from_args(args: argparse.Namespace) -> EndpointTarget:
             "read_timeout_s": args.timeout,
             "want_worker_id": not args.no_worker_id,
             "failure_threshold": args.failure_threshold,
+            "stop_error_share": getattr(args, "stop_error_share", None),
             "metrics_url": args.metrics_url,
             "metrics_interval_s": args.metrics_interval,
         }
@@ -418,45 +452,70 @@ def _build_spec(args: argparse.Namespace, target: Target) -> RunSpec:
         synthetic = {"seed": args.seed}
         if args.synthetic_trees is not None:
             synthetic["trees"] = args.synthetic_trees
-    return parse_spec(
-        {
-            "workload": {
-                "traces": [str(path) for path in args.trace],
-                "synthetic": synthetic,
-                "max_trace_bytes": trace_size_limit(args),
-            },
-            "timing": args.timing,
-            "concurrency": args.concurrency,
-            "rate_per_s": args.rate,
-            "arrival": args.arrival,
-            "burstiness": args.burstiness,
-            "duration_s": args.duration,
-            "max_requests": args.requests,
-            "max_trees": args.max_trees,
-            "start_window": _window(args.start_window),
-            "joins": args.joins,
-            "speedup": args.speedup,
-            "warmup_s": args.warmup,
-            "prime": args.prime,
-            "length_scale": args.length_scale,
-            "fit_context": args.fit_context,
-            "slo_ttft_ms": args.slo_ttft_ms,
-            "slo_itl_ms": args.slo_itl_ms,
-            "slo_latency_ms": args.slo_latency_ms,
-            "policy": args.policy,
-            "client_workers": args.client_workers,
-            "affinity": args.affinity,
-            "scope": args.scope,
-            "affinity_timeout_s": args.affinity_timeout,
-            "affinity_actions": args.affinity_actions,
-            "close_on": args.close_on,
-            "header_name": args.header_name,
-            "header_source": args.header_source,
-            "parent_header": args.parent_header,
-            "seed": args.seed,
-            "target": target.model_dump(),
-        }
-    ).with_api_key(getattr(target, "api_key_value", None))
+    data: dict[str, Any] = {
+        "workload": {
+            "traces": [str(path) for path in args.trace],
+            "synthetic": synthetic,
+            "max_trace_bytes": trace_size_limit(args),
+        },
+        "timing": args.timing,
+        "concurrency": args.concurrency,
+        "rate_per_s": args.rate,
+        "arrival": args.arrival,
+        "burstiness": args.burstiness,
+        "duration_s": args.duration,
+        "max_requests": args.requests,
+        "max_trees": args.max_trees,
+        "start_window": _window(args.start_window),
+        "joins": args.joins,
+        "speedup": args.speedup,
+        "warmup_s": args.warmup,
+        "prime": args.prime,
+        "length_scale": args.length_scale,
+        "fit_context": args.fit_context,
+        "slo_ttft_ms": args.slo_ttft_ms,
+        "slo_itl_ms": args.slo_itl_ms,
+        "slo_latency_ms": args.slo_latency_ms,
+        "policy": args.policy,
+        "client_workers": args.client_workers,
+        "affinity": args.affinity,
+        "scope": args.scope,
+        "affinity_timeout_s": args.affinity_timeout,
+        "affinity_actions": args.affinity_actions,
+        "close_on": args.close_on,
+        "header_name": args.header_name,
+        "header_source": args.header_source,
+        "parent_header": args.parent_header,
+        "seed": args.seed,
+        "target": target.model_dump(),
+    }
+    data["warmup_per_lane"] = args.warmup_per_lane
+    data["max_idle_s"] = args.max_idle
+    if args.preset is not None:
+        data = apply_preset(args.preset, data, given=_given(args))
+    return parse_spec(data).with_api_key(getattr(target, "api_key_value", None))
+
+
+def _given(args: argparse.Namespace) -> frozenset[str]:
+    """The knobs a preset may set that these arguments set otherwise than by default."""
+    given = set()
+    if args.start_window != "0:0":
+        given.add("start_window")
+    if args.duration is not None:
+        given.add("duration_s")
+    if args.seed != 0:
+        given.add("seed")
+    if args.warmup_per_lane != _default(_SPEC, "warmup_per_lane"):
+        given.add("warmup_per_lane")
+    if args.max_idle is not None:
+        given.add("max_idle_s")
+    if args.timing != _default(_SPEC, "timing"):
+        given.add("timing")
+    if args.policy != _default(_SPEC, "policy"):
+        given.add("policy")
+    if getattr(args, "stop_error_share", None) is not None:
+        given.add("target.stop_error_share")
+    return frozenset(given)
 
 
 def _window(text: str) -> tuple[float, float]:

@@ -75,6 +75,11 @@ class ReplayConfig:
     joins: Joins = "recorded"
     speedup: float = 1.0  # divides every recorded delay and timestamp (never the arrival rate)
     warmup_s: float = 0.0  # credits due before this run time are warmup (not measured)
+    warmup_per_lane: int = 0  # each lane's first this many requests are warmup (not measured)
+    # The longest idle gap replayed, in trace seconds (before speedup): a recorded pause
+    # between a session's turns (a user away, a long tool call) or before a stream's first
+    # turn after t* is cut to this. None: as recorded.
+    max_idle_s: float | None = None
     # Replaying from t*: first send each live stream's last turn before t* (one-token answer,
     # not measured) so caches, bindings and sticky entries are warm when measurement starts.
     prime: bool = False
@@ -111,6 +116,10 @@ class ReplayConfig:
             raise SpecError(f"tree count must be >= 1, got {self.max_trees}")
         if self.joins not in ("recorded", "strict"):
             raise SpecError(f"joins must be 'recorded' or 'strict', got {self.joins!r}")
+        if self.warmup_per_lane < 0:
+            raise SpecError(f"warmup per lane must be >= 0, got {self.warmup_per_lane}")
+        if self.max_idle_s is not None and self.max_idle_s < 0:
+            raise SpecError(f"the idle-gap cap must be >= 0 s, got {self.max_idle_s}")
 
 
 def _check_sessions_at_once(trees: Sequence[Tree], config: ReplayConfig) -> None:
@@ -212,6 +221,7 @@ class ReplayScheduler:
         self._runs: dict[str, _TreeRun] = {}  # root id -> live tree instance
         self._in_flight: dict[int, _Live] = {}
         self._lane_next = list(range(config.concurrency))
+        self._lane_sent: dict[int, int] = {}  # lane -> requests issued (warmup_per_lane)
         self._extents: dict[int, tuple[float, float]] = {}  # by id() of a tree in _trees
         self._due: Callable[[_Live, int, float], float] = {
             "lanes": self._due_recorded,
@@ -360,7 +370,11 @@ class ReplayScheduler:
 
     def _due_recorded(self, live: _Live, turn_index: int, now_s: float) -> float:
         """lanes, rate: the recorded end-to-start delay after `now_s` (the previous return)."""
-        return now_s + live.template.turns[turn_index].delay_s / self.config.speedup
+        delay_s = live.template.turns[turn_index].delay_s
+        cap = self.config.max_idle_s
+        if cap is not None and delay_s > cap:
+            delay_s = cap
+        return now_s + delay_s / self.config.speedup
 
     def _due_at_once(self, live: _Live, turn_index: int, now_s: float) -> float:
         """closed: the moment the turn it follows has returned."""
@@ -462,6 +476,8 @@ class ReplayScheduler:
         for live, first in resumes:
             live.next_turn = first
             offset_s = 0.0 if at_once else max(0.0, live.template.turns[first].t_s - t_star)
+            if self.config.max_idle_s is not None:
+                offset_s = min(offset_s, self.config.max_idle_s)
             offset_s /= speedup
             if self.config.prime and first > 0:
                 live.resume_s = now_s + offset_s
@@ -580,6 +596,11 @@ class ReplayScheduler:
             self.sessions_started += 1
         self._credit_id += 1
         self.issued += 1
+        warmup = priming or due_s < self.config.warmup_s
+        if self.config.warmup_per_lane and not priming:
+            sent = self._lane_sent.get(run.lane, 0)
+            self._lane_sent[run.lane] = sent + 1
+            warmup = warmup or sent < self.config.warmup_per_lane
         credit = Credit(
             id=self._credit_id,
             session_id=live.sid,
@@ -595,7 +616,7 @@ class ReplayScheduler:
             is_tree_final=tree_final,
             issued_at_s=now_s,
             due_s=due_s,
-            warmup=priming or due_s < self.config.warmup_s,
+            warmup=warmup,
             priming=priming,
             lane=run.lane,
             template_id=template.id,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from runner.output import RecordDict, RunStatus, Sink, Snapshot
 from runner.sweep.spec import PERCENTILES, Point, SweepSpec, Validity
 from runner.sweep.stats import wilson_interval
+from runner.validity import problems
 
 __all__ = [
     "FIGURES",
@@ -198,18 +199,13 @@ def _invalid_reason(
         return f"the run stopped early: {stopped_reason}"
     if finished == 0:
         return "no request ran its course"
-    problems = []
-    errors, cut, coverage = figures["error_share"], figures["cut_share"], figures["coverage"]
-    if errors is not None and errors > validity.max_error_share:
-        problems.append(f"errors {_pct(errors)} > {_pct(validity.max_error_share)}")
-    if cut is not None and cut > validity.max_cut_share:
-        problems.append(f"cut by the stop {_pct(cut)} > {_pct(validity.max_cut_share)}")
-    if coverage is None or coverage < validity.min_coverage:
-        measured = "no completed request" if coverage is None else _pct(coverage)
-        problems.append(
-            f"TTFT measured on {measured} of completed requests < {_pct(validity.min_coverage)}"
-        )
-    return "; ".join(problems) or None
+    found = problems(
+        validity,
+        error_share=figures["error_share"],
+        cut_share=figures["cut_share"],
+        coverage=figures["coverage"],
+    )
+    return "; ".join(found) or None
 
 
 class Verdict(BaseModel):
@@ -259,7 +255,3 @@ def _ratio(numerator: float, denominator: float) -> float | None:
 
 def _number(value: Any) -> float | None:
     return None if value is None else float(value)
-
-
-def _pct(share: float) -> str:
-    return f"{share * 100:.3g} %"

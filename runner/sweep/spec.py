@@ -25,6 +25,7 @@ from pydantic import (
 from runner.errors import SpecError
 from runner.limits import MAX_CONCURRENCY, MAX_RATE_PER_S
 from runner.spec import RunSpec, SloMs, _clean_message, _is_union_tag
+from runner.validity import Validity
 
 __all__ = [
     "MAX_ARMS",
@@ -119,37 +120,6 @@ class Slo(BaseModel):
         """The thresholds set, as a headline names them ("TTFT", "TTFT and ITL")."""
         named = (("TTFT", self.ttft_ms), ("ITL", self.itl_ms), ("latency", self.latency_ms))
         return [name for name, value in named if value is not None]
-
-
-class Validity(BaseModel):
-    """When a point counts: an invalid one is reported with its reason and left out of
-    frontiers, searches and headlines."""
-
-    model_config = _MODEL
-
-    # InferenceX fails a point above 10 % errors (issue 20's survey of it).
-    max_error_share: float = Field(
-        default=0.10,
-        ge=0,
-        le=1,
-        description="errors over the requests that ran their course (InferenceX: 10 %)",
-    )
-    # Ours: a stop cuts the requests in flight, and long requests are the likeliest to be in
-    # flight, so a point that cut many measured a sample biased towards short ones.
-    max_cut_share: float = Field(
-        default=0.20,
-        ge=0,
-        le=1,
-        description="requests cut by the run's stop over all its requests (ours: above a "
-        "fifth, the latencies lean to the short requests the stop did not catch)",
-    )
-    # InferenceX fails a point below 98 % coverage (issue 20's survey of it).
-    min_coverage: float = Field(
-        default=0.98,
-        ge=0,
-        le=1,
-        description="completed requests whose TTFT was measured (InferenceX: 98 %)",
-    )
 
 
 class Point(BaseModel):

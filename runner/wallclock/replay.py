@@ -39,6 +39,7 @@ __all__ = ["DRAIN_GRACE_S", "LiveConfig", "LiveResult", "replay_live"]
 DRAIN_GRACE_S: Final = 3.0
 _MAX_CONNECTIONS: Final = 4096
 _TIMER_FLOOR_S: Final = 0.001  # the scheduler's shortest wait (see `run`)
+ERROR_SHARE_MIN_FINISHED: Final = 100  # a share over fewer requests says little
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +56,9 @@ class LiveConfig:
     ignore_eos: bool = True  # output lengths as the trace recorded them
     # Stop early when this many consecutive requests failed (0: never).
     failure_threshold: int = 50
+    # Stop when more than this share of the requests that ran their course failed, once
+    # ERROR_SHARE_MIN_FINISHED have (None: never).
+    stop_error_share: float | None = None
     snapshot_interval_s: float = 1.0
     slo_ms: Mapping[str, float] = field(default_factory=dict)  # goodput thresholds
 
@@ -323,6 +327,15 @@ class _LiveRun:
                 self.stopped_reason = (
                     f"{threshold} requests in a row failed (last: {category}"
                     f"{': ' + result.error_detail if result and result.error_detail else ''})"
+                )
+        share = self.config.stop_error_share
+        if share is not None and category is not None and not self.stopped_reason:
+            overall = self.metrics.overall
+            finished = overall.finished
+            if finished >= ERROR_SHARE_MIN_FINISHED and overall.errors > share * finished:
+                self.stopped_reason = (
+                    f"{overall.errors} of {finished} requests failed "
+                    f"({overall.errors / finished:.1%} > {share:.0%}; last: {category})"
                 )
         self.engine.complete(dispatch, now, error=category, served_by=record.inference_worker)
         self.wake.set()
