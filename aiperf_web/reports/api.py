@@ -17,7 +17,7 @@ from aiperf_web.live.selectors import run_leak_points
 from aiperf_web.reports import selectors, services
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs import verdict
-from aiperf_web.runs.api import CheckOut, VerdictOut
+from aiperf_web.runs.api import CheckOut, OverlapOut, VerdictOut
 from aiperf_web.runs.models import Run
 
 router = Router(tags=["reports"])
@@ -37,6 +37,9 @@ class ComparedRun(Schema):
     seed: int | None
     leak: dict[str, Any]
     drain: dict[str, Any] | None
+    overlaps: list[OverlapOut] = Field(
+        description="runs it overlapped on its endpoint (allow_overlap), when each began"
+    )
 
 
 class CompareCell(CheckOut):
@@ -144,6 +147,7 @@ def compare(request: HttpRequest, runs: str, reference: str = "") -> Any:
                 "seed": spec.get("seed"),
                 "leak": leak,
                 "drain": summary.get("drain"),
+                "overlaps": run_obj.overlaps or [],
             }
         )
     return {

@@ -207,3 +207,19 @@ def test_the_launch_page_offers_to_share_the_endpoint(world: World) -> None:
     assert launched.allow_overlap is True
     shown = client.get(f"/runs/{launched.uuid}/").content.decode()
     assert "It may share its endpoint (allow_overlap)." in shown
+
+
+def test_compare_says_which_runs_overlapped(world: World, settings: Any) -> None:
+    _slots(settings, "compare", 4)
+    holder = _run(world, world.team, Status.RUNNING, age_s=20, endpoint=world.endpoint)
+    _run(world, world.team, Status.QUEUED, age_s=5, endpoint=world.endpoint, allow_overlap=True)
+    opted = run_claim_next(worker="test:compare")
+    assert opted is not None
+    ids = f"{holder.uuid},{opted.uuid}"
+    body = world.api("viewer").get(f"/api/v1/compare?runs={ids}").json()
+    assert [[o["run"] for o in r["overlaps"]] for r in body["runs"]] == [
+        [str(opted.uuid)],
+        [str(holder.uuid)],
+    ]
+    page = world.client("viewer").get(f"/reports/compare/?runs={ids}").content.decode()
+    assert page.count('data-overlaps="1"') == 2 and "Overlapped on its endpoint" in page
