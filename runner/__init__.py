@@ -19,6 +19,8 @@ names (a test enforces it):
     check_endpoint(...)                                 the preflight alone ("test connection")
     check_affinity(...) -> AffinityDetection            the Dynamo affinity generation and modes
     RunnerError > BadInput > (SpecError, TraceError, EndpointError); RunnerError > FleetError
+    verify_summary(summary, records) -> VerifyReport    a summary recomputed from its records
+    PRESETS, apply_preset                               named benchmark settings (agentx)
 
 Nothing here imports a web framework, and the HTTP server stack (the mock server) loads only
 when its command runs.
@@ -31,6 +33,8 @@ from runner.errors import BadInput, RunnerError, SpecError, TraceError
 from runner.fleet import FleetError, FleetPlan
 from runner.limits import MAX_DURATION_S
 from runner.metrics.records import ERROR_CATEGORIES, ErrorCategory
+from runner.metrics.verify import VerifyReport
+from runner.metrics.verify import verify as verify_summary
 from runner.output import (
     LATENCY_KEYS,
     SUMMARY_KEYS,
@@ -44,6 +48,7 @@ from runner.output import (
     Summary,
 )
 from runner.preflight import check_affinity, check_endpoint
+from runner.presets import PRESETS, apply_preset
 from runner.run import RunResult, load_workload, run, run_async
 from runner.spec import (
     AFFINITIES,
@@ -88,6 +93,7 @@ __all__ = [
     "LATENCY_KEYS",
     "MAX_DURATION_S",
     "POLICIES",
+    "PRESETS",
     "SCOPES",
     "SUMMARY_KEYS",
     "TIMING_MODES",
@@ -115,7 +121,9 @@ __all__ = [
     "SyntheticConfig",
     "Trace",
     "TraceError",
+    "VerifyReport",
     "Workload",
+    "apply_preset",
     "check_affinity",
     "check_endpoint",
     "dump_native",
@@ -126,6 +134,7 @@ __all__ = [
     "run",
     "run_async",
     "serve_hosts",
+    "verify_summary",
 ]
 
 
