@@ -159,7 +159,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                     "run_id": self.run_id,
                     **history,
                     **self.state,
-                    "leak": leak_brief(leak_assess(self.leak_points)),
+                    "leak": leak_brief(
+                        leak_assess(self.leak_points, ended=self.state.get("status") in FINAL)
+                    ),
                     "log": lines[-50:],
                 }
             )

@@ -363,7 +363,8 @@ def runs_compare(*, user: AnyUser, run_ids: Sequence[str], reference: str = "") 
     for r in runs:
         history = run_history(run_obj=r, max_points=COMPARE_POINTS)
         series.append({"id": str(r.uuid), "samples": history["samples"]})
-        leaks.append(leak_assess(run_leak_points(run_obj=r, max_points=COMPARE_POINTS)))
+        points = run_leak_points(run_obj=r, max_points=COMPARE_POINTS)
+        leaks.append(leak_assess(points, ended=r.status in FINAL))
     return {
         "runs": runs,
         "letters": letters,
