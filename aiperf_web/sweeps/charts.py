@@ -24,6 +24,7 @@ sweep, a dash style per arm.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypedDict
 
@@ -414,10 +415,19 @@ def _empty_note(text: str) -> dict[str, Any]:
 
 def _finish(fig: Figure, *, loads: Sequence[float] | None, empty: str) -> Figure:
     layout = fig["layout"]
-    if loads is not None and _log_axis(loads):
-        layout["xaxis"]["type"] = "log"
-        layout["xaxis"]["tickvals"] = list(loads)
-        layout["xaxis"]["ticktext"] = [f"{x:g}" for x in loads]
+    if loads:
+        # Ticks at the axis's own loads (not 1.5, 2.5 between 1, 2, 4); the range is the
+        # axis's, so an empty chart does not draw -1 to 6.
+        log = _log_axis(loads)
+        low, high = min(loads), max(loads)
+        pad = (math.log10(high / low) if log else high - low) * 0.04 or 0.5
+        ends = (math.log10(low), math.log10(high)) if log else (low, high)
+        layout["xaxis"].update(
+            type="log" if log else "linear",
+            tickvals=list(loads),
+            ticktext=[f"{x:g}" for x in loads],
+            range=[ends[0] - pad, ends[1] + pad],
+        )
     if not any(trace["x"] for trace in fig["data"]):
         layout["annotations"] = [_empty_note(empty)]
         layout["xaxis"]["showticklabels"] = loads is not None
@@ -456,6 +466,7 @@ def _against_load(
     shapes: Sequence[dict[str, Any]] = (),
     loads: Sequence[float],
     x_title: str,
+    empty: str = "no point measured yet",
 ) -> SweepChart:
     data: list[Trace] = []
     for report, styles in reports:
@@ -480,7 +491,7 @@ def _against_load(
         layout["yaxis"]["rangemode"] = "normal"
     if shapes:
         layout["shapes"] = list(shapes)
-    figure = _finish({"data": data, "layout": layout}, loads=loads, empty="no point measured yet")
+    figure = _finish({"data": data, "layout": layout}, loads=loads, empty=empty)
     return {"id": chart_id, "card": card, "figure": figure}
 
 
@@ -509,6 +520,9 @@ def sweep_figures(
         reports.append((twin, twin_styles))
     loads = sorted({*sweep.loads, *(twin.sweep.loads if twin else ())})
     x_title = _load_title(report)
+    running = report.status == "running"
+    empty_frontier = "no valid point yet" if running else "no valid point"
+    empty = "no point measured yet" if running else "not measured: no point reported it"
     charts: list[SweepChart] = []
 
     # Throughput against interactivity, with each arm's Pareto frontier.
@@ -536,7 +550,7 @@ def sweep_figures(
             f"interactivity: tok/s per user (1000 / ITL {p})",
             unit,
         )
-        figure = _finish({"data": data, "layout": layout}, loads=None, empty="no valid point yet")
+        figure = _finish({"data": data, "layout": layout}, loads=None, empty=empty_frontier)
         charts.append({"id": chart_id, "card": "throughput", "figure": figure})
 
     slo = sweep.slo
@@ -545,8 +559,9 @@ def sweep_figures(
         chart_id: str, card: str, title: str, y_title: str, series: list[_Series], **kw: Any
     ) -> SweepChart:
         return _against_load(
-            chart_id, card, title, y_title, reports, series, loads=loads, x_title=x_title, **kw
-        )
+            chart_id, card, title, y_title, reports, series, loads=loads, x_title=x_title,
+            empty=empty, **kw,
+        )  # fmt: skip
 
     # Latency percentiles against load: the chosen percentile with its spread, p50 dotted.
     for name, label in (("ttft", "Time to first token"), ("itl", "Inter-token latency")):

@@ -221,6 +221,16 @@ def test_slo_thresholds_are_drawn_and_an_empty_chart_says_so() -> None:
     assert "SLO 300 ms" in ttft["layout"]["shapes"][0]["label"]["text"]
     assert _chart(charts, "sweep-good-share")["layout"]["shapes"][0]["y0"] == 0.9
     assert ttft["layout"]["annotations"][0]["text"] == "no point measured yet"
+    # A finished sweep whose points never reported a figure says so, on the axis's own range.
+    done = build_report(Planner(sweep, [_result("legacy", 1)]), status="completed", wall_s=1.0)
+    child = _chart(sweep_figures(done), "sweep-child-hit")
+    assert child["layout"]["annotations"][0]["text"] == "not measured: no point reported it"
+    assert child["layout"]["xaxis"]["ticktext"] == ["1", "2", "4", "8", "16"]
+    # A narrow linear axis has its ticks at its loads, not between them.
+    narrow = _sweep(concurrency=[1, 2, 4])
+    orphans = _chart(sweep_figures(_report(narrow, [_result("legacy", 1)])), "sweep-orphans")
+    assert orphans["layout"]["xaxis"]["type"] == "linear"
+    assert orphans["layout"]["xaxis"]["tickvals"] == [1, 2, 4]
 
 
 def test_compare_draws_each_sweep_in_its_colour_and_each_arm_in_its_dash() -> None:
