@@ -149,14 +149,15 @@ def sweep_twin(request: HttpRequest, sweep_id: str) -> HttpResponse:
     return redirect("sweeps:detail", sweep_id=sweep.uuid)
 
 
-def _ids(raw: str) -> list[str]:
-    return [part.strip() for part in raw.split(",") if part.strip()]
+def _ids(values: list[str]) -> list[str]:
+    """`?ids=a,b` or `?ids=a&ids=b` (the history page's check boxes)."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 @page
 def sweep_compare(request: HttpRequest) -> HttpResponse:
     """Two (up to six) sweeps curve against curve: /sweeps/compare?ids=a,b."""
-    ids = _ids(request.GET.get("ids", ""))
+    ids = _ids(request.GET.getlist("ids"))
     if len(ids) < 2:
         raise NotFound("compare needs two sweeps: /sweeps/compare?ids=<sweep>,<sweep>")
     sweeps = [selectors.sweep_get(user=request.user, sweep_id=i) for i in ids[:MAX_COMPARED]]

@@ -202,6 +202,9 @@ def test_compare_and_history_draw_sweeps_curve_against_curve(
     assert 'id="sweep-cmp-frontier"' in html and 'id="sweep-cmp-orphans"' in html
     assert html.count('data-sweep-id="') == 2
     assert owner.get(f"/sweeps/compare/?ids={first.uuid}").status_code == 404
+    # The history page's check boxes send ids=a&ids=b.
+    ticked = owner.get(f"/sweeps/compare/?ids={first.uuid}&ids={second.uuid}").content.decode()
+    assert ticked.count('data-sweep-id="') == 2
     outsider = world.client("outsider")
     assert outsider.get(f"/sweeps/compare/?ids={first.uuid},{second.uuid}").status_code == 404
     scenario_page = owner.get(f"/scenarios/{world.scenario.uuid}/").content.decode()
@@ -281,3 +284,30 @@ def test_csv_and_json_exports_from_the_page(
     assert body["frontiers"].keys() == report.frontiers.keys()
     assert viewer.get(f"/sweeps/{sweep.uuid}/export.xml").status_code == 404
     assert world.client("outsider").get(f"/sweeps/{sweep.uuid}/export.csv").status_code == 404
+
+
+def test_the_sweep_socket_closes_when_the_viewers_membership_is_revoked(
+    transactional_db: Any, mock_url: str, report: SweepReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aiperf_web.sweeps import consumers
+    from aiperf_web.teams.models import Membership
+
+    monkeypatch.setattr(consumers, "ACCESS_CHECK_S", 0.5)
+    world = World(mock_url)
+    sweep = _store(world, report, ended=1, status=SweepStatus.RUNNING)
+    teammate = _cookie(world.client("teammate"))
+
+    async def body() -> None:
+        ws = WebsocketCommunicator(application, f"/ws/sweeps/{sweep.uuid}/", headers=teammate)
+        connected, _ = await ws.connect()
+        assert connected
+        assert (await ws.receive_json_from(timeout=20))["type"] == "sweep"
+        await _async(Membership.objects.filter(user=world.teammate, team=world.team).delete)()
+        while True:  # a re-read may still be under way: then its message, then the close
+            out = await ws.receive_output(timeout=10)
+            if out["type"] == "websocket.close":
+                assert out["code"] == 1008
+                break
+        await ws.disconnect()
+
+    _run(body)
