@@ -201,7 +201,10 @@ def _holders(runs: list[Run], *, team_id: int, now: dt.datetime) -> list[Holder]
 
 def _ending(holders: list[Holder]) -> str:
     soonest = min((h.ends_in_s for h in holders if h.ends_in_s is not None), default=None)
-    return "" if soonest is None else f"; the first is due to end in about {soonest:.0f} s"
+    if soonest is None:
+        return ""
+    who = "it is" if len(holders) == 1 else "the first is"
+    return f"; {who} due to end in about {soonest:.0f} s"
 
 
 def _named(holders: list[Holder]) -> str:
