@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -28,16 +29,30 @@ CHARTS = ("sweep-frontier-tokens", "sweep-ttft", "sweep-orphans", "sweep-child-h
 
 def _launch(site: Site, settings: Any) -> Any:
     from aiperf_web.runs.services import SIMULATED
+    from aiperf_web.scenarios.services import scenario_create
+    from aiperf_web.stack.demo import DEMO_SPEC
     from aiperf_web.sweeps.services import sweep_launch
+
+    # The demo's experiment on the seeded synthetic agentic workload: its subagents bounce
+    # under legacy, so the two arms' curves part (orphans and switches grow with load under
+    # legacy, 0 under spawn-pin) and the screenshots show both.
+    scenario = scenario_create(
+        actor=site.admin,
+        team=site.team,
+        name="sweep-synthetic",
+        spec={**DEMO_SPEC, "speedup": 1, "workload": {"synthetic": {"seed": 0}}},
+        trace_ids=[],
+    )
 
     # This process makes the first points' runs: onto the queue the server's worker reads.
     settings.AIPERF_RUNS_QUEUE = f"runs-browser-{os.getpid()}"
     return sweep_launch(
         actor=site.admin,
-        scenario_id=site.scenario.uuid,
+        scenario_id=scenario.uuid,
         endpoint_id=SIMULATED,
         sweep=SWEEP,
-        overrides={"duration_s": 1800},
+        # Few snapshots: each is a stored sample, and the live curves here are the points.
+        overrides={"duration_s": 600, "snapshot_interval_s": 30},
     )
 
 
@@ -52,7 +67,7 @@ def _drawn(page: Any, chart_id: str) -> int:
     )
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(720)
 def test_the_curves_grow_while_the_sweep_runs_then_read_at_every_width(
     site: Site, browser: Any, settings: Any
 ) -> None:
@@ -88,9 +103,90 @@ def test_the_curves_grow_while_the_sweep_runs_then_read_at_every_width(
     ctx.close()
     assert errors == []
 
+    _look_report(site, browser, sweep)
+    # An earlier sweep of the scenario (a copy of this one's points, one load fewer): the
+    # history draws today's frontier against it.
+    earlier = _copy(sweep, drop_load=16.0)
     for scheme in ("light", "dark"):
         for name, (width, height) in (("laptop", (1366, 768)), ("phone", (390, 844))):
             _look(site, browser, sweep, scheme=scheme, name=name, width=width, height=height)
+            _look_history(site, browser, sweep, earlier, scheme=scheme, name=name, width=width,
+                          height=height)  # fmt: skip
+
+
+def _look_report(site: Site, browser: Any, sweep: Any) -> None:
+    """The offline report, opened with the network cut: every curve drawn from what is inside."""
+    ctx = browser.new_context(viewport={"width": 1366, "height": 768})
+    page = ctx.new_page()
+    login(page, site)
+    response = page.request.get(site.url(f"/sweeps/{sweep.uuid}/report.html"))
+    assert response.ok and "attachment" in response.headers["content-disposition"]
+    saved = ARTIFACTS / "sweep-report.html"
+    saved.write_bytes(response.body())
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    fetched: list[str] = []
+    ctx.route("http*://**/*", lambda route: (fetched.append(route.request.url), route.abort()))
+    page.goto(saved.as_uri())
+    _wait(page, "document.body.dataset.drawn === '1'")
+    drawn = page.evaluate(
+        "() => [...document.querySelectorAll('.chart')].filter(el => el.data).length"
+    )
+    assert drawn == page.locator(".chart").count() >= 12
+    page.screenshot(path=str(ARTIFACTS / "sweep-report-laptop-light.png"), full_page=True)
+    ctx.close()
+    assert errors == [] and fetched == []
+
+
+def _copy(sweep: Any, *, drop_load: float) -> Any:
+    from datetime import timedelta
+
+    from aiperf_web.sweeps.models import Sweep, SweepPoint
+
+    points = list(SweepPoint.objects.filter(sweep=sweep).exclude(load=drop_load))
+    copy = Sweep.objects.get(pk=sweep.pk)
+    copy.pk = None
+    copy.id = None
+    copy.uuid = uuid.uuid4()
+    copy.save()
+    Sweep.objects.filter(pk=copy.pk).update(created_at=sweep.created_at - timedelta(days=1))
+    for point in points:
+        point.pk = None
+        point.sweep = copy
+        point.run = None
+        point.save()
+    return copy
+
+
+def _look_history(
+    site: Site,
+    browser: Any,
+    sweep: Any,
+    earlier: Any,
+    *,
+    scheme: str,
+    name: str,
+    width: int,
+    height: int,
+) -> None:
+    ctx = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme)
+    errors: list[str] = []
+    ctx.on("weberror", lambda e: errors.append(str(e.error)))
+    page = ctx.new_page()
+    login(page, site)
+    page.goto(site.url(f"/sweeps/history/{sweep.scenario.uuid}/"))
+    _wait(page, "document.body.dataset.drawn === '1'")
+    listed = page.locator("#compared-sweeps li").evaluate_all(
+        "items => items.map(li => li.dataset.sweepId)"
+    )
+    assert listed == [str(sweep.uuid), str(earlier.uuid)]  # newest first
+    frontier = page.locator("#sweep-cmp-frontier")
+    legend = frontier.locator(".legend").text_content() or ""
+    assert "#1" in legend and "#2" in legend, legend
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(ARTIFACTS / f"sweep-history-{name}-{scheme}.png"), full_page=True)
+    ctx.close()
+    assert errors == []
 
 
 def _look(
