@@ -359,7 +359,9 @@ class _LiveRun:
         t0 = self.t0
         chunks = result.chunk_times_s
         itl_ms = None
-        if len(chunks) > 1:
+        # Chunks are timed per read: a stream whose tokens all came in one read (a late loop,
+        # a server that buffers) shows no gap between them, which is no ITL of 0 ms: none.
+        if len(chunks) > 1 and chunks[-1] > chunks[0]:
             itl_ms = 1000.0 * (chunks[-1] - chunks[0]) / (len(chunks) - 1)
         inference_worker = self.served.index(result.served_by)
         return RequestRecord.from_credit(
