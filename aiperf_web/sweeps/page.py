@@ -18,8 +18,8 @@ from aiperf_web.reports import wording
 from aiperf_web.sweeps import selectors
 from aiperf_web.sweeps.charts import arm_colour, sweep_compare_figures, sweep_figures
 from aiperf_web.sweeps.models import Sweep, SweepPoint, SweepStatus
-from runner.sweep import SweepReport, SweepSpec
-from runner.sweep.spec import PERCENTILES as PERCENTILES_SHOWN
+from runner import SWEEP_PERCENTILES as PERCENTILES_SHOWN
+from runner import SweepReport, SweepSpec
 
 __all__ = [
     "PERCENTILES_SHOWN",
@@ -273,11 +273,13 @@ def sweeps_compared(sweeps: list[Sweep], *, percentile: str = "p90") -> dict[str
     rows = []
     for i, sweep in enumerate(sweeps):
         report = selectors.sweep_report(sweep)
-        label = f"#{i + 1} {sweep.created_at:%m-%d %H:%M}"
+        # Short in the charts' legends (a phone's legend wraps); the list names the date.
+        label = f"#{i + 1}"
         reports.append((label, report))
         rows.append(
             {
                 "label": label,
+                "when": f"{sweep.created_at:%Y-%m-%d %H:%M}",
                 "colour": arm_colour(i),
                 "id": str(sweep.uuid),
                 "url": reverse("sweeps:detail", args=[sweep.uuid]),
