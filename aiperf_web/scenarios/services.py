@@ -31,8 +31,11 @@ from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
 from runner import (
     DEFAULT_MAX_BYTES,
     FILE_FORMATS,
+    PRESETS,
     RunSpec,
+    SpecError,
     TraceError,
+    apply_preset,
     dump_native,
     inspect_trace,
     load_trace,
@@ -265,6 +268,46 @@ def scenario_create(
     except IntegrityError:
         raise Conflict.field("name", f"a scenario named {name!r} exists") from None
     return scenario
+
+
+# The sample trace a preset replays when the team gives none (AgentX: Claude Code sessions).
+PRESET_SAMPLES = {"agentx": "claude-code-subagents"}
+
+
+def scenario_create_preset(
+    *,
+    actor: AnyUser,
+    team: Team,
+    preset: str,
+    name: str = "",
+    trace_ids: Sequence[object] = (),
+) -> Scenario:
+    """A scenario with a benchmark's settings (runner's PRESETS: `agentx` = InferenceX AgentX):
+    its traces, or the preset's built-in sample imported for the team. The target's knobs of a
+    preset (AgentX's 10 % failed-request stop) go with the endpoint a run picks: a launch sets
+    them as overrides (`target.stop_error_share`)."""
+    if preset not in PRESETS:
+        raise Invalid.field("preset", f"no preset {preset!r}: one of {', '.join(sorted(PRESETS))}")
+    if not trace_ids:
+        sample = PRESET_SAMPLES.get(preset)
+        if sample is None:
+            raise Invalid.field("traces", f"the {preset} preset needs traces")
+        trace_ids = [trace_import_sample(actor=actor, team=team, key=sample).uuid]
+    traces = _resolve_traces(team=team, trace_ids=trace_ids)
+    spec = {**scenario_default_spec(), "workload": {"traces": [trace_ref(t) for t in traces]}}
+    try:
+        data = apply_preset(preset, spec, given=frozenset())
+    except SpecError as exc:
+        raise Invalid.field("preset", str(exc)) from None
+    return scenario_create(
+        actor=actor,
+        team=team,
+        name=name or preset,
+        spec=data,
+        trace_ids=trace_ids,
+        description=PRESETS[preset].description,
+        tags=["preset", preset],
+    )
 
 
 def scenario_update(
