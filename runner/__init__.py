@@ -21,6 +21,11 @@ names (a test enforces it):
     RunnerError > BadInput > (SpecError, TraceError, EndpointError); RunnerError > FleetError
     verify_summary(summary, records) -> VerifyReport    a summary recomputed from its records
     PRESETS, apply_preset                               named benchmark settings (agentx)
+    SweepSpec, parse_sweep, Planner, Point, PointResult, PointTally, point_result, SweepReport,
+    build_report, csv_rows, sweep_group_key, SWEEP_FIGURES, SWEEP_PERCENTILES
+                                   sweeps (runner.sweep), driven point by point by the service
+    wait_until_drained(...)        wait for a server to finish its previous run's requests
+    Spread, spread_of, overlap     a figure's spread over repeats, and whether two overlap
 
 Nothing here imports a web framework, and the HTTP server stack (the mock server) loads only
 when its command runs.
@@ -66,6 +71,25 @@ from runner.spec import (
     Workload,
     parse_spec,
 )
+from runner.sweep import FIGURES as SWEEP_FIGURES
+from runner.sweep import PERCENTILES as SWEEP_PERCENTILES
+from runner.sweep import (
+    Planner,
+    Point,
+    PointResult,
+    PointTally,
+    Spread,
+    SweepReport,
+    SweepSpec,
+    build_report,
+    csv_rows,
+    overlap,
+    parse_sweep,
+    point_result,
+    spread_of,
+    wait_until_drained,
+)
+from runner.sweep import group_key as sweep_group_key
 from runner.trace import (
     DEFAULT_MAX_BYTES,
     FILE_FORMATS,
@@ -96,6 +120,8 @@ __all__ = [
     "PRESETS",
     "SCOPES",
     "SUMMARY_KEYS",
+    "SWEEP_FIGURES",
+    "SWEEP_PERCENTILES",
     "TIMING_MODES",
     "AffinityDetection",
     "BadInput",
@@ -108,6 +134,10 @@ __all__ = [
     "FleetPlan",
     "InferenceWorkerArrays",
     "ListSink",
+    "Planner",
+    "Point",
+    "PointResult",
+    "PointTally",
     "RecordDict",
     "RunResult",
     "RunSpec",
@@ -117,24 +147,35 @@ __all__ = [
     "Sink",
     "Snapshot",
     "SpecError",
+    "Spread",
     "Summary",
+    "SweepReport",
+    "SweepSpec",
     "SyntheticConfig",
     "Trace",
     "TraceError",
     "VerifyReport",
     "Workload",
     "apply_preset",
+    "build_report",
     "check_affinity",
     "check_endpoint",
+    "csv_rows",
     "dump_native",
     "inspect_trace",
     "load_trace",
     "load_workload",
+    "overlap",
     "parse_spec",
+    "parse_sweep",
+    "point_result",
     "run",
     "run_async",
     "serve_hosts",
+    "spread_of",
+    "sweep_group_key",
     "verify_summary",
+    "wait_until_drained",
 ]
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from aiperf_web.runs.verdict import Metric, metric_check
-from runner.sweep.stats import overlap, spread_of
+from runner import overlap, spread_of
 
 __all__ = [
     "CONFIG_FIELDS",

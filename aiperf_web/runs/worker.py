@@ -42,8 +42,15 @@ from aiperf_web.runs.signals import run_ended
 from aiperf_web.runs.sink import DatabaseAway, RunSink, db_retry
 from aiperf_web.runs.tickets import tickets_send, tickets_waiting
 from aiperf_web.scenarios.services import TRACE_REF, trace_content
-from runner import BadInput, EndpointTarget, RunnerError, RunSpec, SimulatedTarget, run
-from runner.sweep import wait_until_drained
+from runner import (
+    BadInput,
+    EndpointTarget,
+    RunnerError,
+    RunSpec,
+    SimulatedTarget,
+    run,
+    wait_until_drained,
+)
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +267,7 @@ class _Watcher(threading.Thread):
     def run(self) -> None:
         started = time.monotonic()
         last_beat = started
+        away_since: float | None = None
         try:
             while not self.done.wait(_CANCEL_POLL_S):
                 now = time.monotonic()
@@ -275,10 +283,19 @@ class _Watcher(threading.Thread):
                     if now - last_beat >= _HEARTBEAT_S:
                         Run.objects.filter(pk=self.run_pk).update(heartbeat_at=timezone.now())
                         last_beat = now
-                except DatabaseError:
+                    if away_since is not None:
+                        log.warning(
+                            "run watcher: the database is back after %.1f s",
+                            now - away_since,
+                        )
+                        away_since = None
+                except DatabaseError as exc:
                     # A blip must not end the heartbeats for the rest of the run (the reaper
-                    # would fail a healthy run): drop the connection and try at the next poll.
-                    log.warning("run watcher: database error, retrying", exc_info=True)
+                    # would fail a healthy run): drop the connection and try at the next poll
+                    # (said once per outage, not at every poll).
+                    if away_since is None:
+                        away_since = now
+                        log.warning("run watcher: database error (%s), retrying", exc)
                     connection.close()
         finally:
             connection.close()
@@ -621,11 +638,20 @@ class StaleRunReaper(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
+        # After a database outage the running runs' heartbeats are as old as the outage: their
+        # watchers get a whole AIPERF_STALE_RUN_S to write one before any is judged stale.
+        quiet_until = 0.0
         while not self.done.wait(self.interval_s):
             try:
-                reaped = runs_reap_stale()
-                if reaped:
-                    log.warning("marked %d run(s) failed: their worker stopped responding", reaped)
+                if time.monotonic() >= quiet_until:
+                    reaped = runs_reap_stale()
+                    if reaped:
+                        log.warning(
+                            "marked %d run(s) failed: their worker stopped responding", reaped
+                        )
+            except DatabaseError:
+                quiet_until = time.monotonic() + settings.AIPERF_STALE_RUN_S
+                log.warning("stale-run reaper: the database is away", exc_info=True)
             except Exception:
                 log.exception("stale-run reaper failed")
             try:

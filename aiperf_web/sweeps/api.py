@@ -20,7 +20,7 @@ from aiperf_web.core.errors import Invalid
 from aiperf_web.core.schemas import Ref, Text, ref
 from aiperf_web.sweeps import selectors, services
 from aiperf_web.sweeps.models import Sweep
-from runner.sweep import csv_rows
+from runner import csv_rows
 
 router = Router()
 

@@ -28,9 +28,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypedDict
 
-from runner.sweep import FIGURES, PointResult, SweepReport
-from runner.sweep.plan import group_key
-from runner.sweep.stats import Spread, spread_of
+from runner import SWEEP_FIGURES as FIGURES
+from runner import PointResult, Spread, SweepReport, spread_of
+from runner import sweep_group_key as group_key
 
 __all__ = [
     "PALETTE",

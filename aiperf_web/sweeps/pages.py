@@ -27,7 +27,7 @@ from aiperf_web.sweeps.models import Sweep
 from aiperf_web.sweeps.page import cards_of, sweep_history, sweep_page, sweeps_compared
 from aiperf_web.teams.models import Role
 from aiperf_web.teams.selectors import role_in_team
-from runner.sweep import csv_rows
+from runner import csv_rows
 
 PERCENTILES = ("p50", "p90", "p95", "p99")
 MAX_COMPARED = 6

@@ -14,7 +14,7 @@ from aiperf_web.core.ids import parse_uuid
 from aiperf_web.core.schemas import ref
 from aiperf_web.sweeps.models import Sweep, SweepPoint, SweepStatus
 from aiperf_web.teams.selectors import AnyUser, team_ids_for
-from runner.sweep import Planner, PointResult, SweepReport, SweepSpec, build_report, parse_sweep
+from runner import Planner, PointResult, SweepReport, SweepSpec, build_report, parse_sweep
 
 __all__ = [
     "sweep_detail",

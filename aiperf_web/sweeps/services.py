@@ -43,8 +43,16 @@ from aiperf_web.sweeps.selectors import sweep_planner, sweep_report
 from aiperf_web.sweeps.signals import sweep_changed
 from aiperf_web.teams.models import Role
 from aiperf_web.teams.selectors import AnyUser, require_role, user_or_none
-from runner import SimulatedTarget, SpecError
-from runner.sweep import Point, PointResult, PointTally, SweepSpec, parse_sweep, point_result
+from runner import (
+    Point,
+    PointResult,
+    PointTally,
+    SimulatedTarget,
+    SpecError,
+    SweepSpec,
+    parse_sweep,
+    point_result,
+)
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ The web service drives a sweep point by point with `Planner` and `run_point`.
 """
 
 from runner.sweep.execute import run_point, run_sweep, wait_until_drained
-from runner.sweep.plan import Planner, Probe, SloSearch
+from runner.sweep.plan import Planner, Probe, SloSearch, group_key
 from runner.sweep.report import (
     Aggregate,
     FrontierPoint,
@@ -27,6 +27,7 @@ from runner.sweep.report import (
 )
 from runner.sweep.results import FIGURES, PointResult, PointTally, Verdict, point_result
 from runner.sweep.spec import (
+    PERCENTILES,
     Arm,
     Point,
     Slo,
@@ -39,6 +40,7 @@ from runner.sweep.stats import Spread, overlap, spread_of, wilson_interval
 
 __all__ = [
     "FIGURES",
+    "PERCENTILES",
     "Aggregate",
     "Arm",
     "FrontierPoint",
@@ -59,6 +61,7 @@ __all__ = [
     "build_report",
     "csv_rows",
     "frontier",
+    "group_key",
     "headline",
     "overlap",
     "parse_sweep",
