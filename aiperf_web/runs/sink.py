@@ -272,6 +272,9 @@ class RunSink:
                     pending.extend(item[1])
                 elif item is not _STOP and item[0] == "snapshot":
                     unsaved = item[1]
+                elif item is not _STOP and item[0] == "log":
+                    # Lines queued behind the stop (an outage's end, say) are kept too.
+                    self._store_log(*item[1])
             self._flush(pending)
             if unsaved is not None:
                 self._store_sample(unsaved, final=True)
