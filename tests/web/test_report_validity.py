@@ -22,6 +22,8 @@ def test_the_run_page_shows_whether_the_run_is_valid_and_why_not(world: World) -
         assert f'<span class="badge">{badge}</span>' in section
         assert words in section
         assert "error share (max 10 %)" in section and "TTFT coverage (min 98 %)" in section
+        shares = {"valid": ("2 %", "100 %"), "invalid": ("15 %", "94 %")}[badge]
+        assert all(f"<b>{share}</b>" in section for share in shares)
     # A summary from before validity existed shows no such card.
     old = _finished(world, summary=_summary())
     assert 'id="validity"' not in owner.get(f"/runs/{old.uuid}/").content.decode()
