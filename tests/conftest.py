@@ -41,6 +41,20 @@ LIVE_FOLDERS = (
     TESTS / "dynamo",
     TESTS / "vllm",
     TESTS / "runner" / "wallclock",  # live replays paced by the real clock
+    TESTS / "runner" / "fleet",  # client-worker host processes on Redis
+)
+LIVE_FILES = (
+    TESTS / "test_infra.py",  # runs the suite's own tests in pytest subprocesses
+    TESTS / "web" / "test_commands.py",  # `manage.py serve` with its mock and worker
+    TESTS / "web" / "test_proxy_headers.py",  # `manage.py serve` behind a proxy
+    TESTS / "runner" / "sweep" / "test_cli.py",  # live sweeps on a mock-server process
+)
+LIVE_TESTS = frozenset(
+    {
+        # 900 s of a simulated cluster at time_scale 0.05: 45 s on the wall clock
+        "tests/runner/test_face.py::test_a_snapshot_at_64_client_and_64_inference_workers_"
+        "stays_under_16_kb",
+    }
 )
 
 
@@ -49,8 +63,10 @@ def is_live(item: Any) -> bool:
         return True
     if any(item.get_closest_marker(name) is not None for name in LIVE_MARKS):
         return True
-    parents = Path(str(item.fspath)).parents
-    return any(folder in parents for folder in LIVE_FOLDERS)
+    if item.nodeid in LIVE_TESTS:
+        return True
+    path = Path(str(item.fspath))
+    return path in LIVE_FILES or any(folder in path.parents for folder in LIVE_FOLDERS)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks given here
