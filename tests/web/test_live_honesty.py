@@ -39,7 +39,9 @@ def test_a_rate_per_minute_once_the_window_is_long_enough() -> None:
 def test_orphans_of_the_first_seconds_are_counted_not_projected() -> None:
     verdict = leak_assess(_series([0, 1, 3], [5, 6, 8], step_s=2.0))
     assert verdict["level"] == "growing"
-    assert "+3 in the last 4 s" in verdict["message"] and "per minute over" not in verdict["message"]
+    assert (
+        "+3 in the last 4 s" in verdict["message"] and "per minute over" not in verdict["message"]
+    )
     assert verdict["figures"] == "orphaned copies 3, +3 in 4 s"
 
 

@@ -24,8 +24,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
-from aiperf_web.core.mock import free_port
 from aiperf_web.bench.burst import ConnectionCounter, burst, served
+from aiperf_web.core.mock import free_port
 from aiperf_web.ops.metrics import metrics_text
 from aiperf_web.ops.viewers import viewer_join
 from aiperf_web.teams.services import api_token_create, team_create
