@@ -318,15 +318,17 @@ class World:
             return Client()
         return Client(HTTP_AUTHORIZATION=f"Bearer {self.tokens[persona]}")
 
-    def launch_fleet_run(self, **overrides: Any) -> str:
+    def launch_fleet_run(self, *, allow_overlap: bool = False, **overrides: Any) -> str:
         """The teammate launches team A's scenario on the mock through the API, its client
-        workers as processes (three unless `overrides` say otherwise); returns the run's id."""
+        workers as processes (three unless `overrides` say otherwise); returns the run's id.
+        `allow_overlap`: it may share the endpoint with a running run (no endpoint lease)."""
         response = self.api("teammate").post(
             "/api/v1/runs",
             {
                 "scenario": str(self.scenario.uuid),
                 "endpoint": str(self.endpoint.uuid),
                 "overrides": {"client_worker_processes": True, "client_workers": 3, **overrides},
+                "allow_overlap": allow_overlap,
             },
             content_type="application/json",
         )

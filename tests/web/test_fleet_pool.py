@@ -23,7 +23,8 @@ def test_a_run_waits_for_a_busy_host_pool_and_can_be_cancelled_meanwhile(
 ) -> None:
     holder = live_world.launch_fleet_run(client_workers=3, duration_s=60)
     wait_for(lambda: "answering on" in _log(holder), timeout_s=60, every_s=0.2)
-    waiting = live_world.launch_fleet_run(client_workers=2, duration_s=3)
+    # Sharing the endpoint on purpose: this is the host pool's wait, not the endpoint lease's.
+    waiting = live_world.launch_fleet_run(client_workers=2, duration_s=3, allow_overlap=True)
     wait_for(lambda: "the host pool is busy" in _log(waiting), timeout_s=30, every_s=0.2)
     assert Run.objects.get(uuid=waiting).status == "running"
 
@@ -44,7 +45,7 @@ def test_two_runs_wanting_the_whole_pool_both_run_one_after_the_other(
 ) -> None:
     first = live_world.launch_fleet_run(client_workers=3, duration_s=4)
     wait_for(lambda: "answering on" in _log(first), timeout_s=60, every_s=0.2)
-    second = live_world.launch_fleet_run(client_workers=3, duration_s=2)
+    second = live_world.launch_fleet_run(client_workers=3, duration_s=2, allow_overlap=True)
     for run_id in (first, second):
         run = final_run(run_id, wait_for)
         assert run.status == "succeeded", (run_id, run.reason)
