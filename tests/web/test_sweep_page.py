@@ -311,3 +311,31 @@ def test_the_sweep_socket_closes_when_the_viewers_membership_is_revoked(
         await ws.disconnect()
 
     _run(body)
+
+
+def test_the_drivers_announcement_reaches_the_page_socket(
+    transactional_db: Any, mock_url: str, report: SweepReport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sweeps.signals.sweep_changed (sent by the driver after each stored change) is what
+    nudges the page's sockets: SweepsConfig.ready connects publisher.on_sweep_changed."""
+    from aiperf_web.sweeps import consumers
+    from aiperf_web.sweeps.signals import sweep_changed
+
+    monkeypatch.setattr(consumers, "RECHECK_S", 3600.0)  # only a nudge can bring the update
+
+    world = World(mock_url)
+    sweep = _store(world, report, ended=1, status=SweepStatus.RUNNING)
+    owner = _cookie(world.client("owner"))
+
+    async def body() -> None:
+        ws = WebsocketCommunicator(application, f"/ws/sweeps/{sweep.uuid}/", headers=owner)
+        connected, _ = await ws.connect()
+        assert connected
+        assert (await ws.receive_json_from(timeout=20))["runs_ended"] == 1
+        await _async(_end)(sweep, 1, report)
+        await _async(sweep_changed.send)(sender=Sweep, sweep_uuid=str(sweep.uuid))
+        update = await ws.receive_json_from(timeout=20)
+        assert update["runs_ended"] == 2
+        await ws.disconnect()
+
+    _run(body)
