@@ -46,7 +46,7 @@ def _nav(html: str) -> list[str]:
     return re.findall(r">([^<>]+)</a>", nav)
 
 
-NAV = ["Runs", "Launch", "Scenarios", "Traces", "Endpoints", "Team"]
+NAV = ["Runs", "Launch", "Sweeps", "Scenarios", "Traces", "Endpoints", "Team"]
 
 
 def test_an_unknown_path_is_a_404_page_with_the_navigation_and_a_way_back(world: World) -> None:
