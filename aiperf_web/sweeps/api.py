@@ -213,7 +213,7 @@ def sweep_cancel(request: HttpRequest, sweep_id: str) -> dict[str, Any]:
 
 @router.post(
     "/sweeps/{sweep_id}/rerun",
-    response={201: SweepDetailOut, 429: ErrorOut, **_WRITE_ERRORS},
+    response={201: SweepDetailOut, 409: ErrorOut, 429: ErrorOut, **_WRITE_ERRORS},
     tags=["sweeps"],
 )
 def sweep_rerun(request: HttpRequest, sweep_id: str) -> Status[Any]:

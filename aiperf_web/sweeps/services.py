@@ -28,7 +28,7 @@ from django.db.models import Count, Q
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from aiperf_web.core.errors import Forbidden, Invalid, NotFound, TooMany
+from aiperf_web.core.errors import Conflict, Forbidden, Invalid, NotFound, TooMany
 from aiperf_web.core.specs import spec_json, spec_override
 from aiperf_web.core.webhooks import webhook_deliver
 from aiperf_web.endpoints.models import Endpoint
@@ -198,9 +198,9 @@ def sweep_rerun(*, actor: AnyUser, sweep_obj: Sweep) -> Sweep:
     """A new sweep asking for the same: scenario, endpoint, base overrides and sweep fields."""
     require_role(user=actor, team=sweep_obj.team, role=Role.MEMBER)
     if sweep_obj.scenario is None:
-        raise Invalid.field("scenario", "the scenario of this sweep was deleted")
+        raise Conflict.field("scenario", "the scenario of this sweep was deleted")
     if sweep_obj.target_kind == TargetKind.ENDPOINT and sweep_obj.endpoint is None:
-        raise Invalid.field("endpoint", "the endpoint of this sweep was deleted")
+        raise Conflict.field("endpoint", "the endpoint of this sweep was deleted")
     return sweep_launch(
         actor=actor,
         scenario_id=sweep_obj.scenario.uuid,

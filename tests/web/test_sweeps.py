@@ -196,6 +196,11 @@ def test_refusals_name_the_field_and_other_teams_sweeps_do_not_exist(world: Worl
     assert world.api("viewer").post(f"/api/v1/sweeps/{sweep.uuid}/rerun").status_code == 403
     assert world.api("anonymous").get("/api/v1/sweeps").status_code == 401
     assert world.client("outsider").get(f"/sweeps/{sweep.uuid}/").status_code == 404
+    # Its scenario deleted: a re-run conflicts with the stored state (409, as a run's re-run).
+    Sweep.objects.filter(pk=sweep.pk).update(scenario=None)
+    gone = world.api("teammate").post(f"/api/v1/sweeps/{sweep.uuid}/rerun")
+    assert gone.status_code == 409, gone.content
+    assert [e["field"] for e in gone.json()["errors"]] == ["scenario"]
 
 
 @pytest.mark.shape_independent  # reads the published schema only
@@ -207,7 +212,9 @@ def test_the_openapi_declares_every_sweep_operation_and_its_answers(world: World
         ("/api/v1/sweeps", "post"): {"201", "401", "403", "404", "422", "429"},
         ("/api/v1/sweeps/{sweep_id}", "get"): {"200", "401", "404", "422"},
         ("/api/v1/sweeps/{sweep_id}/cancel", "post"): {"200", "401", "403", "404", "422"},
-        ("/api/v1/sweeps/{sweep_id}/rerun", "post"): {"201", "401", "403", "404", "422", "429"},
+        ("/api/v1/sweeps/{sweep_id}/rerun", "post"): {
+            *("201", "401", "403", "404", "409", "422", "429")
+        },
         ("/api/v1/sweeps/{sweep_id}/export", "get"): {"200", "401", "404", "422"},
     }
     for (path, method), codes in expected.items():
