@@ -151,7 +151,8 @@ class Snapshot(TypedDict):
     placement: PlacementFigures | None
     server_metrics: ServerMetricsView | None  # the endpoint's /metrics, latest scrape (live)
     # Client workers hosted as processes (runner/fleet): each as its host last reported it
-    # (host, RSS, CPU, in flight, session copies held, lost_at_s); None when in-process.
+    # (host, RSS, CPU, event-loop lag, in flight, session copies held, lost_at_s); None when
+    # in-process.
     hosts: list[dict[str, Any]] | None
     # The client's own load (live runs: runner/wallclock/load.py): its process's CPU and its
     # event loop's lag since the last snapshot. Absent from simulated runs and older snapshots.

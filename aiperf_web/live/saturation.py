@@ -8,9 +8,10 @@ server's.
 The client. Each live snapshot carries `client` (runner/wallclock/load.py): the client
 process's CPU (% of one core) and how late its event loop woke up; client workers hosted as
 processes (runner/fleet) report each process's CPU seconds, turned here into a share of the
-wall time between samples. aiperf warns when its workers pass 85 % CPU: past that a Python
-client answers late (streams read late, requests sent late) and the latencies include its own
-delay. A loop that wakes 100 ms late says the same from the other side.
+wall time between samples, and how late their own loop woke up over their last heartbeat
+(the same probe; a host is named by its `host`). aiperf warns when its workers pass 85 % CPU:
+past that a Python client answers late (streams read late, requests sent late) and the
+latencies include its own delay. A loop that wakes 100 ms late says the same from the other side.
 
 The simulated cluster. A simulated run's schedule spans `duration_s`; when its workers serve
 less than it sends, requests queue and the virtual clock runs on long after the schedule (a
@@ -45,7 +46,7 @@ class LoadPoint:
     t_s: float
     wall_s: float | None
     client: Mapping[str, Any] | None  # the snapshot's `client` (in-process client)
-    hosts: Sequence[Mapping[str, Any]] = ()  # client-worker processes: host, cpu_s
+    hosts: Sequence[Mapping[str, Any]] = ()  # client-worker processes: host, cpu_s, loop_lag_ms
     ttft_p99_ms: Sequence[float] = field(default_factory=tuple)  # closed intervals' p99s
 
 
@@ -53,7 +54,7 @@ class Saturation(TypedDict):
     limits: list[Limit]  # what limits the run, if anything: [] = nothing seen
     warnings: list[str]  # one sentence per limit, for people
     cpu_peak_pct: float | None  # the busiest client process, % of one core
-    lag_peak_ms: float | None  # the in-process client's latest wake-up
+    lag_peak_ms: float | None  # the latest wake-up of a client loop (in-process or a host's)
     samples_over: int  # snapshots past a client threshold
 
 
@@ -96,6 +97,31 @@ def _host_cpu(points: Sequence[LoadPoint]) -> list[tuple[str, float]]:
     return out
 
 
+def _host_lag(points: Sequence[LoadPoint]) -> list[tuple[str, float]]:
+    """Each sample's worst loop lag per client-worker process: (host, ms). A host's figure
+    counts once per heartbeat: a sample that sees the same beat again (the host is slower
+    to beat than samples come, or lost and kept as last reported) does not count it twice."""
+    out: list[tuple[str, float]] = []
+    last: dict[str, tuple[Any, Any]] = {}
+    for p in points:
+        seen: dict[str, float] = {}
+        beats: dict[str, tuple[Any, Any]] = {}
+        for h in p.hosts:
+            lag = h.get("loop_lag_ms")
+            if h.get("lost_at_s") is not None or not h.get("host"):
+                continue
+            if not isinstance(lag, int | float):
+                continue
+            name = str(h["host"])
+            seen[name] = max(seen.get(name, 0.0), float(lag))
+            beats.setdefault(name, (h.get("cpu_s"), lag))
+        for host, lag_ms in seen.items():
+            if last.get(host) != beats[host]:
+                out.append((host, lag_ms))
+            last[host] = beats[host]
+    return out
+
+
 def _fmt_s(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
@@ -116,13 +142,17 @@ def saturation_assess(
         if p.client and p.client.get("loop_lag_ms") is not None
     ]
     hosts = _host_cpu(points)
+    host_lags = _host_lag(points)
     busy_hosts = sorted({h for h, pct in hosts if pct >= CPU_WARN_PCT})
+    late_hosts = sorted({h for h, lag in host_lags if lag >= LAG_WARN_MS})
     over_cpu = sum(1 for c in cpus if c >= CPU_WARN_PCT) + sum(
         1 for _, pct in hosts if pct >= CPU_WARN_PCT
     )
-    over_lag = sum(1 for lag in lags if lag >= LAG_WARN_MS)
+    over_lag = sum(1 for lag in lags if lag >= LAG_WARN_MS) + sum(
+        1 for _, lag in host_lags if lag >= LAG_WARN_MS
+    )
     cpu_peak = max([*cpus, *(pct for _, pct in hosts)], default=None)
-    lag_peak = max(lags, default=None)
+    lag_peak = max([*lags, *(lag for _, lag in host_lags)], default=None)
     if not simulated and (over_cpu >= MIN_SAMPLES or over_lag >= MIN_SAMPLES):
         limits.append("client")
         parts = []
@@ -134,9 +164,11 @@ def saturation_assess(
                 f"(aiperf warns past {CPU_WARN_PCT:.0f} %)"
             )
         if over_lag >= MIN_SAMPLES and lag_peak is not None:
+            where = f" ({', '.join(late_hosts[:4])})" if late_hosts else ""
+            loops = "event loops" if len(late_hosts) > 1 else "event loop"
             parts.append(
-                f"its event loop woke up to {lag_peak:.0f} ms late, past {LAG_WARN_MS:.0f} ms "
-                f"in {over_lag} snapshots"
+                f"its {loops}{where} woke up to {lag_peak:.0f} ms late, past "
+                f"{LAG_WARN_MS:.0f} ms in {over_lag} snapshots"
             )
         warnings.append(
             "The client, not the server, limits this run: " + "; ".join(parts) + ". Requests "

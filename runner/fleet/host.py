@@ -55,6 +55,7 @@ from runner.fleet.wire import (
     decode_credits,
     encode_result,
 )
+from runner.wallclock.load import LoopLoad
 from runner.workers.history import HistoryStore
 
 __all__ = [
@@ -442,8 +443,29 @@ async def _heartbeat(
     """Beats every HEARTBEAT_S; leaves when the orchestrator's `alive` key is gone (it died
     or the run ended without telling this host), so no host outlives its run for long."""
     ttl_ms = int(HEARTBEAT_TTL_S * 1000)
+    # How late this process's event loop wakes up, over each beat's interval (the in-process
+    # client's probe, runner/wallclock/load.py): a host whose loop is late sends its requests
+    # and reads its streams late, which its CPU seconds alone do not always show.
+    probe = LoopLoad.start()
+    try:
+        await _beat_until_closing(r, keys, worker, state, report, consumer, probe, ttl_ms)
+    finally:
+        await probe.stop()
+
+
+async def _beat_until_closing(
+    r: aioredis.Redis,
+    keys: RunKeys,
+    worker: int,
+    state: _State,
+    report: HostReport,
+    consumer: str,
+    probe: LoopLoad,
+    ttl_ms: int,
+) -> None:
     silent_since: float | None = None
     while not state.closing.is_set():
+        load = probe.read()
         beat = {
             "worker": worker,
             "host": consumer,
@@ -455,6 +477,8 @@ async def _heartbeat(
             "copy_bytes": state.copy_bytes,
             "copy_held_bytes": state.histories.held_bytes,
             "sent": report.sent,
+            "loop_lag_ms": load["loop_lag_ms"],
+            "loop_lag_mean_ms": load["loop_lag_mean_ms"],
         }
         pipe = r.pipeline(transaction=False)
         pipe.set(keys.heartbeat(worker), json.dumps(beat), px=ttl_ms)

@@ -454,6 +454,8 @@ class FleetSender:
                     "copy_bytes": beat.get("copy_bytes"),
                     "copy_held_bytes": beat.get("copy_held_bytes"),
                     "sent": beat.get("sent"),
+                    "loop_lag_ms": beat.get("loop_lag_ms"),
+                    "loop_lag_mean_ms": beat.get("loop_lag_mean_ms"),
                     "lost_at_s": None if entry is None else round(entry.at_s - t0, 3),
                 }
             )

@@ -42,6 +42,37 @@ def test_client_worker_processes_are_judged_by_their_cpu_seconds() -> None:
     assert got["limits"] == ["client"] and "(vm:1)" in got["warnings"][0]
 
 
+def test_a_client_worker_process_whose_loop_woke_late_is_named() -> None:
+    """Hosts report their own loop's lag in each heartbeat: vm:2's loop woke 180-400 ms late
+    in 3 beats (its CPU within bounds), vm:1's never; vm:2 is named. A beat seen again by a
+    later sample (same cpu_s and lag: the host is slower to beat than samples come, or lost
+    and kept as last reported) counts once."""
+
+    def hosts(t: int, lag2: float) -> list[dict[str, Any]]:
+        return [
+            {"host": "vm:1", "worker": 0, "cpu_s": 0.3 * t, "loop_lag_ms": 4.0},
+            {"host": "vm:2", "worker": 1, "cpu_s": 0.4 * t, "loop_lag_ms": lag2},
+        ]
+
+    lags = [3.0, 180.0, 400.0, 250.0, 6.0]
+    points = [
+        load_point(float(t), {"wall_s": float(t), "client": None, "hosts": hosts(t, lag)})
+        for t, lag in enumerate(lags)
+    ]
+    got = saturation_assess(points, simulated=False, duration_s=5)
+    assert got["limits"] == ["client"] and got["lag_peak_ms"] == 400
+    (warning,) = got["warnings"]
+    assert "its event loop (vm:2) woke up to 400 ms late, past 100 ms in 3 snapshots" in warning
+    assert "vm:1" not in warning and "% of a core" not in warning
+    # The same two late beats read again by later samples, then a lost host's last beat: 2
+    # heartbeats past the threshold, not 3 or more snapshots.
+    stale = [*points[:3], points[2], points[2]]
+    lost = {"host": "vm:3", "worker": 2, "cpu_s": 1.0, "loop_lag_ms": 900.0, "lost_at_s": 1.0}
+    stale += [load_point(float(t), {"wall_s": float(t), "hosts": [lost]}) for t in range(5, 9)]
+    quiet = saturation_assess(stale, simulated=False, duration_s=9)
+    assert quiet["limits"] == [] and quiet["samples_over"] == 2
+
+
 def _sim(t_end: float, p99s: list[float]) -> list[LoadPoint]:
     recent: list[dict[str, Any]] = [
         {"t_s": 10.0 * i, "requests": 3, "ttft_ms": {"p50": v / 2, "p90": v, "p99": v}}

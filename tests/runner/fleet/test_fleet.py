@@ -207,6 +207,10 @@ def test_client_workers_sharing_host_processes_route_as_in_process(mock):
     assert sorted(served.values()) == [[0, 1], [2, 3]], served
     # One process, one RSS: its workers' beats report the same process.
     assert all(re.fullmatch(r".+:\d+", host) for host in served)
+    # Each beat's event-loop lag reaches the summary (None: the probe had not woken yet).
+    for beat in hosts:
+        assert beat["loop_lag_ms"] is None or beat["loop_lag_ms"] >= 0, beat
+        assert beat["loop_lag_mean_ms"] is None or beat["loop_lag_mean_ms"] >= 0, beat
 
 
 def test_placement_groups_workers_into_host_processes():
