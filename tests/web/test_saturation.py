@@ -7,6 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from aiperf_web.live.saturation import LoadPoint, load_point, saturation_assess
+from aiperf_web.runs.models import RunSample
+from tests.web.conftest import World
+from tests.web.test_reports import _finished, _summary
 
 
 def _live(cpus: list[float], lags: list[float]) -> list[LoadPoint]:
@@ -71,6 +74,22 @@ def test_a_client_worker_process_whose_loop_woke_late_is_named() -> None:
     stale += [load_point(float(t), {"wall_s": float(t), "hosts": [lost]}) for t in range(5, 9)]
     quiet = saturation_assess(stale, simulated=False, duration_s=9)
     assert quiet["limits"] == [] and quiet["samples_over"] == 2
+
+
+def test_the_run_page_names_the_host_whose_loop_woke_late(world: World) -> None:
+    """Stored samples as a run with client-worker processes writes them: the report's "What
+    limits this run" card names the host from its heartbeats' loop lag."""
+    run = _finished(world, summary=_summary(), spec={"client_worker_processes": True})
+    for seq, lag in enumerate([5.0, 150.0, 320.0, 210.0, 8.0]):
+        RunSample.objects.create(run=run, seq=seq, t_s=float(seq), data={
+            "t_s": float(seq), "wall_s": float(seq), "requests": seq * 10, "recent": [],
+            "hosts": [{"worker": 0, "host": "vm:7", "cpu_s": 0.2 * seq, "loop_lag_ms": 3.0,
+                       "lost_at_s": None},
+                      {"worker": 1, "host": "vm:8", "cpu_s": 0.5 * seq, "loop_lag_ms": lag,
+                       "lost_at_s": None}]})  # fmt: skip
+    html = world.client("viewer").get(f"/runs/{run.uuid}/").content.decode()
+    assert 'id="saturation"' in html and "The client, not the server, limits this run" in html
+    assert "its event loop (vm:8) woke up to 320 ms late, past 100 ms in 3 snapshots" in html
 
 
 def _sim(t_end: float, p99s: list[float]) -> list[LoadPoint]:
