@@ -207,7 +207,13 @@ def test_a_connection_test_to_a_slow_server_answers_within_its_budget(
     budget = endpoint_services.TEST_BUDGET_S
     print(f"connection test, a server answering each request in 4 s: {elapsed:.1f} s")
     assert body["ok"] is False, body
-    assert f"no complete answer within {budget:g} s" in body["message"], body
+    # The budget ends the test; on a loaded machine a 4 s answer may also pass the request's own
+    # 5 s read timeout first. Either way the answer says the server is too slow, and when.
+    message = body["message"]
+    assert (
+        f"no complete answer within {budget:g} s" in message
+        or "accepted a connection but did not answer in time" in message
+    ), body
 
 
 @pytest.mark.slow
