@@ -10,7 +10,7 @@ import pytest
 
 from tests.browser.conftest import Site, login
 
-NAV = ["Runs", "Launch", "Scenarios", "Traces", "Endpoints", "Team"]
+NAV = ["Runs", "Launch", "Sweeps", "Scenarios", "Traces", "Endpoints", "Team"]
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
