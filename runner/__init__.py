@@ -4,6 +4,7 @@ The public face; everything outside `runner/` (the web service, scripts) imports
 names (a test enforces it):
 
     RunSpec, parse_spec            one run, validated once (workload, timing, routing, target)
+    default_concurrency(timing)    the lanes a spec without `concurrency` runs (None: no cap)
     POLICIES, AFFINITIES, DYNAMO_AFFINITIES, SCOPES, TIMING_MODES, ARRIVALS
                                    the knobs' vocabularies (RunSpec's own choices), for forms
     MAX_DURATION_S                 the longest run a spec accepts (AIPERF_MAX_DURATION_S)
@@ -69,6 +70,7 @@ from runner.spec import (
     RunSpec,
     SimulatedTarget,
     Workload,
+    default_concurrency,
     parse_spec,
 )
 from runner.sweep import FIGURES as SWEEP_FIGURES
@@ -161,6 +163,7 @@ __all__ = [
     "check_affinity",
     "check_endpoint",
     "csv_rows",
+    "default_concurrency",
     "dump_native",
     "inspect_trace",
     "load_trace",

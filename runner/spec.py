@@ -105,6 +105,14 @@ _MODEL = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
 DEFAULT_LANES = 16
+
+
+def default_concurrency(timing: str) -> int | None:
+    """What a spec without `concurrency` runs at: DEFAULT_LANES lanes when its timing replays
+    trees on lanes (lanes, closed); None (no cap) for the other timings."""
+    return DEFAULT_LANES if timing in ("lanes", "closed") else None
+
+
 MAX_TRACE_BYTES = 4 * 1024**3  # a ceiling on the ceiling: loaders hold a file in memory
 # Every numeric knob has a ceiling; those an operator may raise come from runner.limits (one
 # environment variable each, named in the field's description). Rate and schedule timings
@@ -581,7 +589,7 @@ class RunSpec(BaseModel):
     def effective_concurrency(self) -> int:
         if self.concurrency is not None:
             return self.concurrency
-        return DEFAULT_LANES if self.timing in ("lanes", "closed") else MAX_CONCURRENCY
+        return default_concurrency(self.timing) or MAX_CONCURRENCY
 
     def replay_config(self) -> ReplayConfig:
         return ReplayConfig(

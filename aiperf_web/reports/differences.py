@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from aiperf_web.runs.verdict import Metric, metric_check
-from runner import overlap, spread_of
+from runner import default_concurrency, overlap, spread_of
 
 __all__ = [
     "CONFIG_FIELDS",
@@ -129,11 +129,11 @@ def run_config(
         "affinity": "no affinity" if affinity in (None, "none") else f"affinity {affinity}",
         "scope": "—" if affinity in (None, "none") else str(spec.get("scope") or "?"),
         "timing": timing,
-        # Lanes default to 16 (the engine's default); rate timing has no cap by default.
+        # Without one, the engine's default for the timing (lanes on lanes, no cap on rate).
         "concurrency": (
             f"c={concurrency}"
             if isinstance(concurrency, int)
-            else ("c=16" if timing in ("lanes", "closed") else "no cap")
+            else (f"c={lanes}" if (lanes := default_concurrency(timing)) else "no cap")
         ),
         "rate": f"{_num(rate)} trees/s" if timing == "rate" and rate else "—",
         "duration": f"{_num(duration)} s" if duration else "no time limit",
