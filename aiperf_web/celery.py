@@ -113,6 +113,6 @@ def _quiet_the_cancel_warning(**_: object) -> None:
 @worker_ready.connect
 def _start_stale_run_reaper(**_: object) -> None:
     # Every worker watches for runs whose worker died (a killed process writes no heartbeat).
-    from aiperf_web.runs.worker import StaleRunReaper
+    from aiperf_web.runs.claiming import StaleRunReaper
 
     StaleRunReaper().start()

@@ -22,7 +22,7 @@ from django.db import connection
 
 from aiperf_web.core.mock import MockServer, free_port
 from aiperf_web.endpoints.services import endpoint_create
-from aiperf_web.runs import services, worker
+from aiperf_web.runs import executing, services
 from aiperf_web.runs.models import Run, RunLog, RunRecord
 from aiperf_web.scenarios.services import scenario_create, trace_upload
 from aiperf_web.teams.services import team_create
@@ -76,7 +76,7 @@ def restart():
 th = threading.Thread(target=restart)
 th.start()
 t0 = time.monotonic()
-status = worker.run_execute(run_uuid=str(run.uuid), worker="restart-measure")
+status = executing.run_execute(run_uuid=str(run.uuid), worker="restart-measure")
 took = time.monotonic() - t0
 th.join()
 connection.close()

@@ -16,9 +16,9 @@ from django.conf import settings
 from django.urls import reverse
 
 from aiperf_web.core.webhooks import webhook_deliver
+from aiperf_web.runs.executing import run_log
 from aiperf_web.runs.models import Run
 from aiperf_web.runs.verdict import run_verdict, scenario_baseline
-from aiperf_web.runs.worker import run_log
 
 __all__ = ["EVENT", "WebhookBody", "run_webhook_body", "run_webhooks_on_end", "run_webhooks_send"]
 

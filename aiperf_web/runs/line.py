@@ -9,7 +9,7 @@ goes first, then the oldest (so one team's queue of long runs never holds anothe
 behind it). `queue_line()` applies it as if slots freed one at a time and no run ended
 meanwhile: each start counts against its team and takes its endpoint for the starts after
 it. The worker's claim takes its candidates from the front of that line
-(runs.worker.run_claim_next, which checks the cap and the lease again under locks), the
+(runs.claiming.run_claim_next, which checks the cap and the lease again under locks), the
 reconciliation counts its startable runs (runs_reconcile_queued), and `run_wait` tells a
 queued run's viewers where it stands and what it waits for: its A/B partner, its team's cap,
 the run holding its endpoint, a worker (none consuming the runs queue within

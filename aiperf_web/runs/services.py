@@ -1,6 +1,6 @@
 """The web's writes of runs: launch, cancel, re-run, tags/notes/baseline, delete; and telling a
-run's viewers when its row changes. The worker's side (claim, execute, finish, the watcher,
-the reaper) is runs/worker.py, which uses these; nothing here imports it.
+run's viewers when its row changes. The worker's side (claims and the reaper: runs/claiming.py;
+execute, finish, the watcher: runs/executing.py) uses these; nothing here imports them.
 
 A run is launched `queued` in one transaction and a task (`runs.execute`, queue `runs`) is
 sent only once that transaction commits. A task is a ticket, not an order: the worker that
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import transaction
@@ -37,6 +38,7 @@ from aiperf_web.runs.line import lease_log_waiting
 from aiperf_web.runs.models import FINAL, Run, Status, TargetKind
 from aiperf_web.runs.publisher import publish_runs_changed, publish_status, run_state
 from aiperf_web.runs.tickets import tickets_send
+from aiperf_web.scenarios.models import Scenario
 from aiperf_web.scenarios.selectors import scenario_get
 from aiperf_web.scenarios.services import scenario_run_spec
 from aiperf_web.teams.models import Role, Team
@@ -72,41 +74,12 @@ def run_launch(
     Invalid when a live run's duration_s is over AIPERF_TEAM_MAX_RUN_S."""
     scenario = scenario_get(user=actor, scenario_id=scenario_id)
     require_role(user=actor, team=scenario.team, role=Role.MEMBER)
-    overrides = {} if overrides is None else overrides
-    if not isinstance(overrides, Mapping):
-        raise Invalid.field("overrides", "must be an object of knob: value")
-    if "workload" in overrides:
-        # The workload is the scenario's; a run that replays other traces is another scenario.
-        raise Invalid.field("overrides.workload", "the workload comes from the scenario")
-    target_overrides = overrides.get("target")
-    if isinstance(target_overrides, Mapping):
-        for knob in ("url", "kind", "api_key"):
-            # The endpoint's key is sent only to the endpoint's own URL.
-            if knob in target_overrides:
-                raise Invalid.field(
-                    f"overrides.target.{knob}", "comes from the chosen endpoint (or simulated)"
-                )
+    overrides = launch_overrides(overrides)
     tag_text = tags_normalize(tags)
     notes = text_within(notes.strip(), field="notes", limit=NOTES_CHARS)
 
-    spec = scenario_run_spec(scenario=scenario)
-    endpoint: Endpoint | None = None
-    if endpoint_id in (None, "", SIMULATED):
-        if not isinstance(spec.target, SimulatedTarget):
-            spec = spec_override(spec, {"target": {"kind": "simulated"}})
-        endpoint_name = "simulated cluster"
-        target_kind = TargetKind.SIMULATED
-    else:
-        endpoint = endpoint_get(user=actor, endpoint_id=endpoint_id)
-        if endpoint.team_id != scenario.team_id:
-            raise Invalid.field(
-                "endpoint", "the endpoint belongs to another team than the scenario"
-            )
-        spec = spec_override(
-            spec, {"target": endpoint_target(endpoint=endpoint)}, prefix="endpoint"
-        )
-        endpoint_name = endpoint.name
-        target_kind = TargetKind.ENDPOINT
+    on = launch_target(actor=actor, scenario=scenario, endpoint_id=endpoint_id)
+    spec, endpoint, endpoint_name, target_kind = on.spec, on.endpoint, on.name, on.kind
     spec = spec_override(spec, overrides, prefix="overrides")
     fleet_check(spec)
     _check_duration(spec, overrides=overrides)
@@ -146,6 +119,79 @@ def run_launch(
         # The team's runs lists show it queued.
         transaction.on_commit(lambda: _announce_team(new.team_id))
     return new
+
+
+# -- what a launch and a re-launch check (runs' and sweeps', sweeps/services.py) ---------------
+
+
+def launch_overrides(overrides: object) -> Mapping[str, Any]:
+    """The launch's overrides, refused (Invalid naming the field) where they would change what
+    the scenario or the chosen endpoint decides: the workload, and the target's URL, kind and
+    key (the endpoint's key is sent only to the endpoint's own URL)."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping):
+        raise Invalid.field("overrides", "must be an object of knob: value")
+    if "workload" in overrides:
+        # The workload is the scenario's; a run that replays other traces is another scenario.
+        raise Invalid.field("overrides.workload", "the workload comes from the scenario")
+    target_overrides = overrides.get("target")
+    if isinstance(target_overrides, Mapping):
+        for knob in ("url", "kind", "api_key"):
+            if knob in target_overrides:
+                raise Invalid.field(
+                    f"overrides.target.{knob}", "comes from the chosen endpoint (or simulated)"
+                )
+    return overrides
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTarget:
+    """The scenario's spec aimed at the chosen target, and what a run or sweep stores of it."""
+
+    spec: RunSpec
+    endpoint: Endpoint | None
+    name: str  # endpoint_name: the endpoint's, or "simulated cluster"
+    kind: str  # TargetKind
+
+
+def launch_target(*, actor: AnyUser, scenario: Scenario, endpoint_id: object) -> LaunchTarget:
+    """The scenario's spec on the simulated cluster (`endpoint_id` None, "" or "simulated") or
+    on the actor's endpoint of the scenario's team (Invalid when it is another team's)."""
+    spec = scenario_run_spec(scenario=scenario)
+    if endpoint_id in (None, "", SIMULATED):
+        if not isinstance(spec.target, SimulatedTarget):
+            spec = spec_override(spec, {"target": {"kind": "simulated"}})
+        return LaunchTarget(spec, None, "simulated cluster", TargetKind.SIMULATED)
+    endpoint = endpoint_get(user=actor, endpoint_id=endpoint_id)
+    if endpoint.team_id != scenario.team_id:
+        raise Invalid.field("endpoint", "the endpoint belongs to another team than the scenario")
+    spec = spec_override(spec, {"target": endpoint_target(endpoint=endpoint)}, prefix="endpoint")
+    return LaunchTarget(spec, endpoint, endpoint.name, TargetKind.ENDPOINT)
+
+
+class Relaunched(Protocol):
+    """A run or a sweep, as a re-launch reads it."""
+
+    @property
+    def team(self) -> Team: ...
+    @property
+    def scenario(self) -> Scenario | None: ...
+    @property
+    def endpoint(self) -> Endpoint | None: ...
+    @property
+    def target_kind(self) -> str: ...
+
+
+def relaunch_sources(*, actor: AnyUser, launched: Relaunched, what: str) -> tuple[Scenario, object]:
+    """A re-run's scenario and endpoint id (or SIMULATED), once the actor may launch in the
+    team; Conflict when the scenario or the endpoint it ran on was deleted since."""
+    require_role(user=actor, team=launched.team, role=Role.MEMBER)
+    if launched.scenario is None:
+        raise Conflict.field("scenario", f"the scenario of this {what} was deleted")
+    if launched.target_kind == TargetKind.ENDPOINT and launched.endpoint is None:
+        raise Conflict.field("endpoint", f"the endpoint of this {what} was deleted")
+    return launched.scenario, launched.endpoint.uuid if launched.endpoint else SIMULATED
 
 
 def _lease_note(endpoint_pk: int) -> None:
@@ -222,15 +268,11 @@ def _affinity_for_endpoint(
 
 def run_rerun(*, actor: AnyUser, run_obj: Run) -> Run:
     """A new run of the same spec (and the same scenario and target, when they still exist)."""
-    require_role(user=actor, team=run_obj.team, role=Role.MEMBER)
-    if run_obj.scenario is None:
-        raise Conflict.field("scenario", "the scenario of this run was deleted")
-    if run_obj.target_kind == TargetKind.ENDPOINT and run_obj.endpoint is None:
-        raise Conflict.field("endpoint", "the endpoint of this run was deleted")
+    scenario, endpoint_id = relaunch_sources(actor=actor, launched=run_obj, what="run")
     return run_launch(
         actor=actor,
-        scenario_id=run_obj.scenario.uuid,
-        endpoint_id=run_obj.endpoint.uuid if run_obj.endpoint else SIMULATED,
+        scenario_id=scenario.uuid,
+        endpoint_id=endpoint_id,
         overrides=run_obj.overrides,
         tags=run_obj.tag_list,
         rerun_of=run_obj,
@@ -316,6 +358,10 @@ def run_announce_pk(pk: int) -> None:
 
 __all__ = [
     "FINAL",
+    "LaunchTarget",
+    "launch_overrides",
+    "launch_target",
+    "relaunch_sources",
     "run_announce",
     "run_announce_pk",
     "run_cancel",

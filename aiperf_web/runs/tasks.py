@@ -1,4 +1,4 @@
-"""Celery tasks: thin interfaces over runs.worker. Names are explicit so producers can send
+"""Celery tasks: thin interfaces over runs.executing. Names are explicit so producers can send
 them by name (`runs.execute`) without importing this module."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import socket
 
 from celery import shared_task
 
+from aiperf_web.runs.executing import run_execute_next
 from aiperf_web.runs.fleet import HOST_TASK, fleet_secret_open
 from aiperf_web.runs.tickets import TASK_NAME
-from aiperf_web.runs.worker import run_execute_next
 from runner import serve_hosts
 
 

@@ -133,6 +133,6 @@ def test_reconciliation_runs_in_every_process_that_reaps() -> None:
     # process) reconciles queued runs with the broker on each tick, in every shape.
     import inspect
 
-    from aiperf_web.runs.worker import StaleRunReaper
+    from aiperf_web.runs.claiming import StaleRunReaper
 
     assert "runs_reconcile_queued()" in inspect.getsource(StaleRunReaper.run)

@@ -26,9 +26,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from aiperf_web.runs import services
+from aiperf_web.runs import claiming, executing, services
 from aiperf_web.runs import sink as runs_sink
-from aiperf_web.runs import worker as runs_worker
 from aiperf_web.runs.models import Run, RunLog, RunRecord, Status
 from aiperf_web.runs.sink import RunSink
 from tests.infra import needs
@@ -92,7 +91,7 @@ def test_a_run_whose_connections_die_at_its_end_keeps_its_summary(
 
     monkeypatch.setattr(RunSink, "close", close_then_blip)
     try:
-        status = runs_worker.run_execute(run_uuid=str(launched.uuid), worker="blip-test")
+        status = executing.run_execute(run_uuid=str(launched.uuid), worker="blip-test")
     finally:
         # The pool may still hold connections the blip killed: later tests get a new one.
         connection.close()
@@ -106,7 +105,7 @@ def test_a_run_whose_connections_die_at_its_end_keeps_its_summary(
     assert ended.finished_at is not None
     assert ended.records_count > 0
     # The reaper has nothing to judge: the run is final.
-    assert runs_worker.runs_reap_stale(older_than_s=0) == 0
+    assert claiming.runs_reap_stale(older_than_s=0) == 0
 
 
 def _stored_records(run_pk: int) -> int:
@@ -147,7 +146,7 @@ def test_a_run_whose_connections_die_mid_run_loses_no_record(
     blipper = threading.Thread(target=blips, daemon=True)
     blipper.start()
     try:
-        status = runs_worker.run_execute(run_uuid=str(launched.uuid), worker="blip-mid-run")
+        status = executing.run_execute(run_uuid=str(launched.uuid), worker="blip-mid-run")
     finally:
         done.set()
         blipper.join(timeout=10)
@@ -198,7 +197,7 @@ def test_an_outage_past_its_limit_fails_the_run_keeping_what_it_stored(
 
     monkeypatch.setattr(runs_sink, "records_insert", first_batch_then_away)
     started = time.monotonic()
-    status = runs_worker.run_execute(run_uuid=str(launched.uuid), worker="blip-outage")
+    status = executing.run_execute(run_uuid=str(launched.uuid), worker="blip-outage")
     took = time.monotonic() - started
 
     ended = Run.objects.get(pk=launched.pk)

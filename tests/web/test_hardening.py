@@ -384,7 +384,7 @@ def test_a_run_sends_the_secret_headers_but_its_stored_spec_never_holds_them(
     transactional_db: Any, mock_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import aiperf_web.runs.services as run_services
-    from aiperf_web.runs import worker as runs_worker
+    from aiperf_web.runs import executing
     from aiperf_web.runs.models import Run
 
     world = World(mock_url)
@@ -403,8 +403,8 @@ def test_a_run_sends_the_secret_headers_but_its_stored_spec_never_holds_them(
         seen.append(spec)
         raise RuntimeError("the test stops here")
 
-    monkeypatch.setattr(runs_worker, "run", engine)
-    runs_worker.run_execute(run_uuid=str(run.uuid), worker="test")
+    monkeypatch.setattr(executing, "run", engine)
+    executing.run_execute(run_uuid=str(run.uuid), worker="test")
     assert seen, "the engine was not started"
     assert seen[0].target.headers == {"X-Team": "perf", "api-key": AZURE_KEY}
     stored = Run.objects.get(pk=run.pk)

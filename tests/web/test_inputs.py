@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from aiperf_web.endpoints.models import Endpoint
+from aiperf_web.runs.claiming import run_claim, runs_reap_stale
 from aiperf_web.runs.models import Run, RunSample, Status
-from aiperf_web.runs.worker import run_claim, runs_reap_stale
 from aiperf_web.scenarios.models import Scenario, Trace
 from aiperf_web.teams.models import ApiToken
 from tests.fixtures import DAG_FORK_FANOUT

@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from aiperf_web.asgi import application
 from aiperf_web.live.consumers import LIST_POLL_S, LIST_RECHECK_S, STATUS_RECHECK_S
+from aiperf_web.runs import claiming, executing
 from aiperf_web.runs import services as run_svc
-from aiperf_web.runs import worker as runs_worker
 from aiperf_web.runs.models import Run, RunSample, Status
 from aiperf_web.runs.publisher import publish_snapshot
 from tests.web.conftest import World
@@ -232,13 +232,13 @@ def test_the_status_change_and_new_log_lines_are_pushed(
         connected, _ = await ws.connect()
         assert connected
         assert (await ws.receive_json_from(timeout=5))["type"] == "history"
-        await sync_to_async(runs_worker.run_log)(run_obj=run, level="warning", message="no cached")
+        await sync_to_async(executing.run_log)(run_obj=run, level="warning", message="no cached")
         await sync_to_async(_store)(run, 0, publish=False)
         # The worker stopped beating: the reaper fails the run, and says so on the channel.
         await sync_to_async(Run.objects.filter(pk=run.pk).update)(
             heartbeat_at=timezone.now() - timedelta(hours=1)
         )
-        await sync_to_async(runs_worker.runs_reap_stale)(older_than_s=60)
+        await sync_to_async(claiming.runs_reap_stale)(older_than_s=60)
         seen: dict[str, Any] = {}
         while "status" not in seen:
             # Well under the consumer's own re-check of the row: these arrive pushed.
@@ -269,7 +269,7 @@ def test_a_queued_runs_page_hears_it_start_and_be_cancelled(
         assert connected
         history = await ws.receive_json_from(timeout=5)
         assert (history["status"], history["started_at"]) == ("queued", None)
-        assert await sync_to_async(runs_worker.run_claim)(run_uuid=str(run.uuid), worker="w1")
+        assert await sync_to_async(claiming.run_claim)(run_uuid=str(run.uuid), worker="w1")
         started = await ws.receive_json_from(timeout=STATUS_RECHECK_S / 3)
         assert (started["type"], started["status"]) == ("status", "running")
         assert started["started_at"] is not None and not started["cancel_requested"]
@@ -354,7 +354,7 @@ def test_the_runs_list_feed_sends_progress_and_the_leak_flag_of_active_runs(
         await sync_to_async(Run.objects.filter(pk=run.pk).update)(
             heartbeat_at=timezone.now() - timedelta(hours=1)
         )
-        await sync_to_async(runs_worker.runs_reap_stale)(older_than_s=60)
+        await sync_to_async(claiming.runs_reap_stale)(older_than_s=60)
         msg = await ws.receive_json_from(timeout=LIST_RECHECK_S / 3)
         assert [r["status"] for r in msg["rows"] if r["id"] == str(run.uuid)] == ["failed"]
         await ws.disconnect()

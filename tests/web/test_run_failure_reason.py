@@ -15,9 +15,9 @@ import pytest
 
 from aiperf_web.core.text import reason_excerpt
 from aiperf_web.endpoints.services import endpoint_create
+from aiperf_web.runs.executing import run_execute
 from aiperf_web.runs.models import RunLog, Status
 from aiperf_web.runs.services import run_launch
-from aiperf_web.runs.worker import run_execute
 from tests.web.conftest import World
 
 # A Python server's debug answer: a traceback hundreds of lines long, then the exception.

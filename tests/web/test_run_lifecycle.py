@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from aiperf_web.core.errors import Invalid
+from aiperf_web.runs import executing
 from aiperf_web.runs import services as run_services
-from aiperf_web.runs import worker as runs_worker
 from aiperf_web.runs.models import Run, Status
 from aiperf_web.scenarios.models import Scenario
 from aiperf_web.scenarios.services import scenario_webhook_set
@@ -75,7 +75,7 @@ def _run_simulated(world: World, **overrides: Any) -> Run:
         overrides={"duration_s": 30, "snapshot_interval_s": 5, **overrides},
         enqueue=False,
     )
-    runs_worker.run_execute(run_uuid=str(launched.uuid), worker="lifecycle-test:1")
+    executing.run_execute(run_uuid=str(launched.uuid), worker="lifecycle-test:1")
     return Run.objects.select_related("team", "scenario").get(pk=launched.pk)
 
 
@@ -115,7 +115,7 @@ def test_a_live_run_log_has_the_preflight_outcome_and_the_affinity_check(
         overrides={"duration_s": 1, "affinity": "dynamo-headers"},
         enqueue=False,
     )
-    runs_worker.run_execute(run_uuid=str(launched.uuid), worker="lifecycle-test:2")
+    executing.run_execute(run_uuid=str(launched.uuid), worker="lifecycle-test:2")
     run = Run.objects.get(pk=launched.pk)
     lines = _log(run)
     text = "\n".join(lines)
@@ -138,10 +138,10 @@ def test_a_cancelled_run_logs_that_it_was_cancelled(transactional_db: Any, mock_
         target_kind="simulated", spec={}, status=Status.CANCELLED, reason="cancelled",
         summary={"requests": 5, "errors": 0, "cut_by_stop": 2},
     )  # fmt: skip
-    assert runs_worker._stop_line(run) == ("warning", "stopped: cancelled")
+    assert executing._stop_line(run) == ("warning", "stopped: cancelled")
     Run.objects.filter(pk=run.pk).update(status=Status.SUCCEEDED, reason="")
     run.refresh_from_db()
-    assert runs_worker._stop_line(run) == (
+    assert executing._stop_line(run) == (
         "info",
         "stopped: the workload ran to its end; 2 requests in flight were cut by the stop "
         "(not errors)",

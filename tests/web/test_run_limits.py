@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from aiperf_web.runs.claiming import run_claim_next
 from aiperf_web.runs.models import Run, RunRecord, Status
-from aiperf_web.runs.worker import run_claim_next
 from aiperf_web.scenarios.services import scenario_create
 from runner import MAX_DURATION_S
 from tests.web.conftest import World

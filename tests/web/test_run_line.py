@@ -21,10 +21,10 @@ from django.test import Client
 from django.utils import timezone
 
 from aiperf_web.endpoints.models import Endpoint
+from aiperf_web.runs.claiming import run_claim_next
 from aiperf_web.runs.line import run_wait
 from aiperf_web.runs.models import Run, Status
 from aiperf_web.runs.presence import presence_beat, workers_seen
-from aiperf_web.runs.worker import run_claim_next
 from aiperf_web.teams.models import Team
 from tests.web.conftest import World
 

@@ -1,5 +1,5 @@
 """Slots under contention (issue 26 item 4) and the endpoint lease in the line (issue 20 item 2),
-as the line's rule and the worker's claim apply them (runs.line, runs.worker.run_claim_next):
+as the line's rule and the worker's claim apply them (runs.line, runs.claiming.run_claim_next):
 
 - the next free slot goes to a waiting team ahead of the holder's own queue;
 - AIPERF_TEAM_SLOT_SHARE caps a team at a share of the worker slots seen: with 2 slots and
@@ -19,10 +19,10 @@ from typing import Any
 from django.utils import timezone
 
 from aiperf_web.endpoints.models import Endpoint
+from aiperf_web.runs.claiming import run_claim_next
 from aiperf_web.runs.line import lease_log_waiting, queue_line, run_wait
 from aiperf_web.runs.models import Run, RunLog, Status
 from aiperf_web.runs.presence import presence_beat
-from aiperf_web.runs.worker import run_claim_next
 from aiperf_web.teams.models import Team
 from tests.web.conftest import World
 

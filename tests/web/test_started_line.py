@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from aiperf_web.runs import executing
 from aiperf_web.runs import services as run_services
-from aiperf_web.runs import worker as runs_worker
 from aiperf_web.runs.models import Run, Status
 from tests.web.conftest import World
 
@@ -24,7 +24,7 @@ def test_a_run_without_duration_s_starts_and_says_what_stops_it(
         enqueue=False,
     )
     assert launched.spec["duration_s"] is None
-    runs_worker.run_execute(run_uuid=str(launched.uuid), worker="started-line-test:1")
+    executing.run_execute(run_uuid=str(launched.uuid), worker="started-line-test:1")
     run = Run.objects.get(pk=launched.pk)
     assert run.status == Status.SUCCEEDED, run.reason
     lines = list(run.log_lines.order_by("id").values_list("message", flat=True))

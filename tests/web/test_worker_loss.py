@@ -24,10 +24,9 @@ import pytest
 from django.conf import settings
 
 from aiperf_web.celery import app
-from aiperf_web.runs import services
-from aiperf_web.runs import worker as runs_worker
+from aiperf_web.runs import claiming, executing, services
+from aiperf_web.runs.claiming import StaleRunReaper
 from aiperf_web.runs.models import Run, RunRecord, RunSample, Status
-from aiperf_web.runs.worker import StaleRunReaper
 from tests.infra import needs
 from tests.web.conftest import ROOT, World, _test_database_url
 
@@ -133,7 +132,7 @@ def test_the_production_path_reaps_within_a_minute() -> None:
     # Worst case after a kill: the last heartbeat was written just before it, the run is stale
     # AIPERF_STALE_RUN_S later, and a reaper looks at most one interval after that.
     interval_s = StaleRunReaper().interval_s
-    assert runs_worker._HEARTBEAT_S + settings.AIPERF_STALE_RUN_S + interval_s < 60
+    assert executing._HEARTBEAT_S + settings.AIPERF_STALE_RUN_S + interval_s < 60
 
 
 @pytest.mark.slow
@@ -170,7 +169,7 @@ def test_a_worker_killed_mid_run_fails_the_run_and_keeps_its_samples(
     pool_pid = int(running.worker.rsplit(":", 1)[1])
     assert os.getpgid(pool_pid) == own_worker.pid, "the run is not on this test's worker"
     # A live worker is not reaped at the test's threshold.
-    assert runs_worker.runs_reap_stale(older_than_s=STALE_S) == 0
+    assert claiming.runs_reap_stale(older_than_s=STALE_S) == 0
     assert row().status == Status.RUNNING
 
     os.killpg(own_worker.pid, signal.SIGKILL)
@@ -219,7 +218,7 @@ def test_a_worker_killed_mid_run_fails_the_run_and_keeps_its_samples(
 
     # Never claimed again: a redelivered task (acks_late puts the killed worker's message back
     # on the queue after the visibility timeout) finds the run final and skips it.
-    assert runs_worker.run_execute(run_uuid=str(failed.uuid), worker="redelivered:1") == "skipped"
+    assert executing.run_execute(run_uuid=str(failed.uuid), worker="redelivered:1") == "skipped"
     again = row()
     assert (again.status, again.reason, again.finished_at, again.worker) == (
         failed.status,

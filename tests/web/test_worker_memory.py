@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from aiperf_web.runs.executing import run_execute
 from aiperf_web.runs.models import Status
 from aiperf_web.runs.services import run_launch
-from aiperf_web.runs.worker import run_execute
 from aiperf_web.scenarios.services import scenario_create
 from tests.web.conftest import World
 

@@ -418,7 +418,7 @@ class Command(BaseCommand):
         """Click Cancel on a running run's page until the badge says cancelled. The worker is
         stood in for by its own watcher (polls the row every _CANCEL_POLL_S) and final save,
         so the figure is the web's path plus the worker's poll, as in a real run."""
-        from aiperf_web.runs.worker import _finish, _Watcher
+        from aiperf_web.runs.executing import _finish, _Watcher
 
         timings = []
         for _ in range(opts["cancels"]):

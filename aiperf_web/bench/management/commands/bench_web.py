@@ -40,8 +40,7 @@ from django.utils import timezone
 from aiperf_web.celery import app
 from aiperf_web.core.mock import MockServer, free_port
 from aiperf_web.endpoints.services import endpoint_create
-from aiperf_web.runs import services
-from aiperf_web.runs import worker as runs_worker
+from aiperf_web.runs import executing, services
 from aiperf_web.runs.models import Run, RunRecord, Status
 from aiperf_web.runs.sink import records_insert
 from aiperf_web.scenarios.services import scenario_create
@@ -353,7 +352,7 @@ class Command(BaseCommand):
                 run = services.run_launch(
                     actor=user, scenario_id=scenario.uuid, endpoint_id=endpoint.uuid
                 )
-                runs_worker.run_execute(run_uuid=str(run.uuid), worker="bench-inline")
+                executing.run_execute(run_uuid=str(run.uuid), worker="bench-inline")
                 while run.status not in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED):
                     time.sleep(0.2)
                     run.refresh_from_db()

@@ -17,8 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from aiperf_web.core.errors import Invalid, NotFound
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.endpoints.selectors import endpoint_list
-from aiperf_web.runs import services
-from aiperf_web.runs import worker as runs_worker
+from aiperf_web.runs import executing, services
 from aiperf_web.runs.models import Run, Status
 from aiperf_web.runs.selectors import run_latest_sample
 from aiperf_web.scenarios.selectors import scenario_list
@@ -78,7 +77,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=2) from None
         self.stderr.write(f"run {run.uuid} queued")
         if opts["inline"]:
-            runs_worker.run_execute(run_uuid=str(run.uuid), worker="inline")
+            executing.run_execute(run_uuid=str(run.uuid), worker="inline")
         deadline = time.monotonic() + opts["timeout"]
         last = ""
         while True:

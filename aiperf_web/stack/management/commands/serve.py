@@ -26,7 +26,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from aiperf_web.core.mock import MockServer
 from aiperf_web.core.proxy import uvicorn_proxy_options
 from aiperf_web.ops.health import health_server_watch
-from aiperf_web.runs.worker import StaleRunReaper, runs_requeue_queued
+from aiperf_web.runs.claiming import StaleRunReaper, runs_requeue_queued
 from aiperf_web.stack.demo import DEMO_USER, demo_bootstrap, mock_url_default
 from aiperf_web.stack.dynamo import real_dynamo_launch
 from aiperf_web.stack.supervise import Child, MockChild, ProcessChild, Supervised
