@@ -28,16 +28,19 @@ from django.db.models import Count, Q
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from aiperf_web.core.errors import Conflict, Forbidden, Invalid, NotFound, TooMany
+from aiperf_web.core.errors import Forbidden, Invalid, NotFound, TooMany
 from aiperf_web.core.specs import spec_json, spec_override
 from aiperf_web.core.webhooks import webhook_deliver
-from aiperf_web.endpoints.models import Endpoint
-from aiperf_web.endpoints.selectors import endpoint_get
-from aiperf_web.endpoints.services import endpoint_target
 from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunRecord, RunSample, Status, TargetKind
-from aiperf_web.runs.services import SIMULATED, run_cancel, run_launch
+from aiperf_web.runs.services import (
+    SIMULATED,
+    launch_overrides,
+    launch_target,
+    relaunch_sources,
+    run_cancel,
+    run_launch,
+)
 from aiperf_web.scenarios.selectors import scenario_get
-from aiperf_web.scenarios.services import scenario_run_spec
 from aiperf_web.sweeps.models import Sweep, SweepPoint, SweepStatus, SweepVerdict
 from aiperf_web.sweeps.selectors import sweep_planner, sweep_report
 from aiperf_web.sweeps.signals import sweep_changed
@@ -47,7 +50,6 @@ from runner import (
     Point,
     PointResult,
     PointTally,
-    SimulatedTarget,
     SpecError,
     SweepSpec,
     parse_sweep,
@@ -71,19 +73,6 @@ __all__ = [
 
 
 # -- launch ----------------------------------------------------------------------------------
-
-
-def _check_overrides(overrides: Mapping[str, Any]) -> None:
-    """The knobs a launch may not override, as runs.services.run_launch refuses them."""
-    if "workload" in overrides:
-        raise Invalid.field("overrides.workload", "the workload comes from the scenario")
-    target = overrides.get("target")
-    if isinstance(target, Mapping):
-        for knob in ("url", "kind", "api_key"):
-            if knob in target:
-                raise Invalid.field(
-                    f"overrides.target.{knob}", "comes from the chosen endpoint (or simulated)"
-                )
 
 
 def _merge(base: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,34 +123,18 @@ def sweep_launch(
     once the transaction commits. Invalid names the field (`sweep.arms`, `overrides.x`)."""
     scenario = scenario_get(user=actor, scenario_id=scenario_id)
     require_role(user=actor, team=scenario.team, role=Role.MEMBER)
-    overrides = {} if overrides is None else overrides
-    if not isinstance(overrides, Mapping):
-        raise Invalid.field("overrides", "must be an object of knob: value")
+    # The same refusals as a run's launch (runs.services), then the sweep's own.
+    overrides = launch_overrides(overrides)
     if not isinstance(sweep, Mapping):
         raise Invalid.field("sweep", "must be an object (docs/sweep-spec.schema.json)")
     if "base" in sweep:
         raise Invalid.field(
             "sweep.base", "comes from the scenario, the endpoint and the launch's overrides"
         )
-    _check_overrides(overrides)
 
-    base = scenario_run_spec(scenario=scenario)
-    endpoint: Endpoint | None = None
-    if endpoint_id in (None, "", SIMULATED):
-        if not isinstance(base.target, SimulatedTarget):
-            base = spec_override(base, {"target": {"kind": "simulated"}})
-        endpoint_name, target_kind = "simulated cluster", TargetKind.SIMULATED
-    else:
-        endpoint = endpoint_get(user=actor, endpoint_id=endpoint_id)
-        if endpoint.team_id != scenario.team_id:
-            raise Invalid.field(
-                "endpoint", "the endpoint belongs to another team than the scenario"
-            )
-        base = spec_override(
-            base, {"target": endpoint_target(endpoint=endpoint)}, prefix="endpoint"
-        )
-        endpoint_name, target_kind = endpoint.name, TargetKind.ENDPOINT
-    base = spec_override(base, overrides, prefix="overrides")
+    on = launch_target(actor=actor, scenario=scenario, endpoint_id=endpoint_id)
+    endpoint, endpoint_name, target_kind = on.endpoint, on.name, on.kind
+    base = spec_override(on.spec, overrides, prefix="overrides")
     try:
         spec = parse_sweep({**dict(sweep), "base": spec_json(base)})
     except SpecError as exc:
@@ -196,15 +169,11 @@ def sweep_launch(
 
 def sweep_rerun(*, actor: AnyUser, sweep_obj: Sweep) -> Sweep:
     """A new sweep asking for the same: scenario, endpoint, base overrides and sweep fields."""
-    require_role(user=actor, team=sweep_obj.team, role=Role.MEMBER)
-    if sweep_obj.scenario is None:
-        raise Conflict.field("scenario", "the scenario of this sweep was deleted")
-    if sweep_obj.target_kind == TargetKind.ENDPOINT and sweep_obj.endpoint is None:
-        raise Conflict.field("endpoint", "the endpoint of this sweep was deleted")
+    scenario, endpoint_id = relaunch_sources(actor=actor, launched=sweep_obj, what="sweep")
     return sweep_launch(
         actor=actor,
-        scenario_id=sweep_obj.scenario.uuid,
-        endpoint_id=sweep_obj.endpoint.uuid if sweep_obj.endpoint else SIMULATED,
+        scenario_id=scenario.uuid,
+        endpoint_id=endpoint_id,
         sweep=sweep_obj.request,
         overrides=sweep_obj.overrides,
         rerun_of=sweep_obj,
