@@ -19,8 +19,13 @@ names (a test enforces it):
     dump_native(trace) -> str                           a loaded trace as native JSON lines
     check_endpoint(...)                                 the preflight alone ("test connection")
     check_affinity(...) -> AffinityDetection            the Dynamo affinity generation and modes
+    Generation, GENERATIONS, NO_SESSION_CONTROL_LABEL   Dynamo's generations and what each speaks
+    accepted_affinities(dynamo=, detected=, generation=, header_affinity=)
+                                   the affinity modes a server accepts (launches, preflight)
     RunnerError > BadInput > (SpecError, TraceError, EndpointError); RunnerError > FleetError
     verify_summary(summary, records) -> VerifyReport    a summary recomputed from its records
+    verify_checked(summary, records) -> dict, verify_text(checked, source=) -> str
+                                   verify's answer as JSON, and as the lines a person reads
     PRESETS, apply_preset                               named benchmark settings (agentx)
     SweepSpec, parse_sweep, Planner, Point, PointResult, PointTally, point_result, SweepReport,
     build_report, csv_rows, sweep_group_key, SWEEP_FIGURES, SWEEP_PERCENTILES
@@ -35,11 +40,13 @@ when its command runs.
 from typing import TYPE_CHECKING, Any
 
 from runner.client import EndpointError, EndpointInfo
+from runner.dynamo import GENERATIONS, NO_SESSION_CONTROL_LABEL, Generation
+from runner.ending import EndedBy, Ending, RunStatus
 from runner.errors import BadInput, RunnerError, SpecError, TraceError
 from runner.fleet import FleetError, FleetPlan
 from runner.limits import MAX_DURATION_S
 from runner.metrics.records import ERROR_CATEGORIES, ErrorCategory
-from runner.metrics.verify import VerifyReport
+from runner.metrics.verify import VerifyReport, verify_checked, verify_text
 from runner.metrics.verify import verify as verify_summary
 from runner.output import (
     LATENCY_KEYS,
@@ -48,7 +55,6 @@ from runner.output import (
     InferenceWorkerArrays,
     ListSink,
     RecordDict,
-    RunStatus,
     Sink,
     Snapshot,
     Summary,
@@ -70,6 +76,7 @@ from runner.spec import (
     RunSpec,
     SimulatedTarget,
     Workload,
+    accepted_affinities,
     default_concurrency,
     parse_spec,
 )
@@ -113,11 +120,13 @@ __all__ = [
     "DYNAMO_AFFINITIES",
     "ERROR_CATEGORIES",
     "FILE_FORMATS",
+    "GENERATIONS",
     "HEADERS_MAX",
     "HEADER_NAME_CHARS",
     "HEADER_VALUE_CHARS",
     "LATENCY_KEYS",
     "MAX_DURATION_S",
+    "NO_SESSION_CONTROL_LABEL",
     "POLICIES",
     "PRESETS",
     "SCOPES",
@@ -128,12 +137,15 @@ __all__ = [
     "AffinityDetection",
     "BadInput",
     "ClientWorkerArrays",
+    "EndedBy",
+    "Ending",
     "EndpointError",
     "EndpointInfo",
     "EndpointTarget",
     "ErrorCategory",
     "FleetError",
     "FleetPlan",
+    "Generation",
     "InferenceWorkerArrays",
     "ListSink",
     "Planner",
@@ -158,6 +170,7 @@ __all__ = [
     "TraceError",
     "VerifyReport",
     "Workload",
+    "accepted_affinities",
     "apply_preset",
     "build_report",
     "check_affinity",
@@ -177,7 +190,9 @@ __all__ = [
     "serve_hosts",
     "spread_of",
     "sweep_group_key",
+    "verify_checked",
     "verify_summary",
+    "verify_text",
     "wait_until_drained",
 ]
 

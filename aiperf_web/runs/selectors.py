@@ -22,7 +22,7 @@ from aiperf_web.core.tags import tag_filter_value
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
 from aiperf_web.runs.placement import placement_rows
 from aiperf_web.teams.selectors import AnyUser, team_ids_for
-from runner import LATENCY_KEYS, SUMMARY_KEYS
+from runner import LATENCY_KEYS, SUMMARY_KEYS, verify_checked
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,21 @@ def run_records_jsonl(
             return
         last = chunk[-1][0]
         yield ("\n".join(text for _, text in chunk) + "\n").encode()
+
+
+def run_verify(run_obj: Run) -> dict[str, Any]:
+    """The run's summary recomputed from its stored records (warmup included, so it is counted
+    apart), read in keyset chunks: runner's verify_checked answer (ok, the largest difference
+    per latency, failures, every figure against its allowed error, seconds). The caller checks
+    that the run has a summary."""
+
+    def records() -> Iterator[dict[str, Any]]:
+        for chunk in run_records_jsonl(run_obj=run_obj, include_warmup=True):
+            for line in chunk.splitlines():
+                if line:
+                    yield json.loads(line)
+
+    return verify_checked(run_obj.summary or {}, records())
 
 
 # Beside the stable summary keys in the report's headline: (key, the name a person reads, the

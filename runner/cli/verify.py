@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -82,7 +81,7 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from runner.metrics.verify import verify
+    from runner.metrics.verify import verify_checked, verify_text
 
     records_path, summary_path = _find(args.path, args.summary)
     try:
@@ -91,35 +90,9 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"{summary_path}: cannot read the summary ({exc})") from None
     if not isinstance(summary, dict):
         raise BadInput(f"{summary_path}: not a summary object")
-    started = time.perf_counter()
-    report = verify(summary, read_records(records_path))
-    took_s = time.perf_counter() - started
+    checked = verify_checked(summary, read_records(records_path))
     if args.json:
-        print_json({**report.to_json(), "seconds": round(took_s, 2)})
-        return 0 if report.ok else 1
-    print(f"{report.records:,} records from {records_path} against {summary_path} ({took_s:.1f} s)")
-    for d in report.differences:
-        if d.difference is None:
-            shown = "missing"
-        elif d.relative:
-            shown = f"{d.difference * 100:.4f} % (allowed {d.allowed * 100:.2f} %)"
-        else:
-            shown = f"{d.difference:g} (allowed {d.allowed:g})"
-        mark = "ok  " if d.ok else "DIFF"
-        print(
-            f"  {mark} {d.figure:<28} summary {_short(d.summary):>14}  records "
-            f"{_short(d.records):>14}  {shown}"
-        )
-    for name in ("ttft_ms", "itl_ms", "latency_ms"):
-        largest = report.largest(name + ".p")
-        if largest is not None:
-            print(f"  largest {name} percentile difference: {largest * 100:.4f} %")
-    print("every figure agrees" if report.ok else f"{len(report.failures)} figures disagree")
-    return 0 if report.ok else 1
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return text if len(text) <= 14 else text[:13] + "…"
+        print_json(checked)
+    else:
+        print(verify_text(checked, source=f"{records_path} against {summary_path}"))
+    return 0 if checked["ok"] else 1

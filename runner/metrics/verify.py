@@ -7,12 +7,16 @@ objects), keeps only what exact percentiles need (one float per request and metr
 compact arrays: 8 bytes a value, 25 MB for a million requests' three metrics), and compares:
 counts and sums must be equal, ratios equal to rounding, percentiles within the histogram's
 stated error (`HISTOGRAM_RELATIVE_ERROR`; min and max are exact). Pure: fed dicts, returns a
-report, does no I/O.
+report, does no I/O. `verify_checked` is what every face of verify answers (`python -m runner
+verify`, `manage.py verify_run`, the service's `GET /api/v1/runs/<id>/verify`), and
+`verify_text` prints that answer the one way (the service CLI prints the API's with it).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import time
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +24,15 @@ from typing import Any, Final
 
 from runner.metrics.records import CUT_BY_STOP
 
-__all__ = ["HISTOGRAM_RELATIVE_ERROR", "Difference", "RecordTally", "VerifyReport", "verify"]
+__all__ = [
+    "HISTOGRAM_RELATIVE_ERROR",
+    "Difference",
+    "RecordTally",
+    "VerifyReport",
+    "verify",
+    "verify_checked",
+    "verify_text",
+]
 
 # (γ - 1)/(γ + 1) with γ = 2^(1/64): histogram.py's bound on any estimate's relative error.
 HISTOGRAM_RELATIVE_ERROR: Final = (2 ** (1 / 64) - 1) / (2 ** (1 / 64) + 1)
@@ -155,7 +167,13 @@ class Difference:
             "figure": self.figure,
             "summary": self.summary,
             "records": self.records,
-            "difference": self.difference,
+            # A mismatch that is no number apart (a dict of categories) is infinitely far:
+            # JSON has no infinity, so null (and ok false).
+            "difference": (
+                self.difference
+                if self.difference is None or math.isfinite(self.difference)
+                else None
+            ),
             "allowed": self.allowed,
             "relative": self.relative,
             "ok": self.ok,
@@ -190,6 +208,9 @@ class VerifyReport:
             "records": self.records,
             "histogram_relative_error": HISTOGRAM_RELATIVE_ERROR,
             "largest_relative_difference": {name: self.largest(name + ".") for name in LATENCIES},
+            "largest_percentile_difference": {
+                name: self.largest(name + ".p") for name in LATENCIES
+            },
             "failures": [d.to_json() for d in self.failures],
             "figures": [d.to_json() for d in self.differences],
         }
@@ -252,3 +273,45 @@ def _relative(name: str, said: Any, found: Any, allowed: float) -> Difference:
         return Difference(name, said, found, 0.0, allowed, relative=True)  # the zero bucket
     scale = max(abs(found), _ZERO_FLOOR_MS)
     return Difference(name, said, found, abs(said - found) / scale, allowed, relative=True)
+
+
+def verify_checked(
+    summary: Mapping[str, Any], records: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """`verify`'s report as JSON (VerifyReport.to_json: ok, records, the largest relative
+    difference per latency, failures, every figure) with the seconds it took."""
+    started = time.perf_counter()
+    report = verify(summary, records)
+    return {**report.to_json(), "seconds": round(time.perf_counter() - started, 2)}
+
+
+def verify_text(checked: Mapping[str, Any], *, source: str) -> str:
+    """`verify_checked`'s answer as the lines a person reads: a heading naming `source`, a line
+    per figure (the summary's value, the records', the difference against the allowed
+    error), the largest percentile difference per latency, and the verdict."""
+    lines = [f"{checked['records']:,} records from {source} ({checked['seconds']:.1f} s)"]
+    for d in checked["figures"]:
+        if d["difference"] is None:
+            shown = "missing" if d["summary"] is None or d["records"] is None else "differs"
+        elif d["relative"]:
+            shown = f"{d['difference'] * 100:.4f} % (allowed {d['allowed'] * 100:.2f} %)"
+        else:
+            shown = f"{d['difference']:g} (allowed {d['allowed']:g})"
+        mark = "ok  " if d["ok"] else "DIFF"
+        lines.append(
+            f"  {mark} {d['figure']:<28} summary {_short(d['summary']):>14}  records "
+            f"{_short(d['records']):>14}  {shown}"
+        )
+    for name, largest in (checked.get("largest_percentile_difference") or {}).items():
+        if largest is not None:
+            lines.append(f"  largest {name} percentile difference: {largest * 100:.4f} %")
+    failures = len(checked["failures"])
+    lines.append("every figure agrees" if checked["ok"] else f"{failures} figures disagree")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 14 else text[:13] + "…"
