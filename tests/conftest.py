@@ -48,6 +48,7 @@ LIVE_FILES = (
     TESTS / "web" / "test_commands.py",  # `manage.py serve` with its mock and worker
     TESTS / "web" / "test_proxy_headers.py",  # `manage.py serve` behind a proxy
     TESTS / "runner" / "sweep" / "test_cli.py",  # live sweeps on a mock-server process
+    TESTS / "runner" / "mockserver" / "test_processes.py",  # mock front processes
 )
 LIVE_TESTS = frozenset(
     {
