@@ -4,7 +4,6 @@ from django.urls import include, path
 from aiperf_web.api.site import api
 from aiperf_web.core import views as core_views
 from aiperf_web.core.login import ThrottledAuthenticationForm
-from aiperf_web.reports import urls as reports_urls
 from aiperf_web.runs import urls as runs_urls
 from aiperf_web.sweeps import urls as sweeps_urls
 
@@ -23,8 +22,9 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
     path("", include("aiperf_web.ops.urls")),
-    # /runs/: the runs app's pages, and the run page, which reports owns.
-    path("runs/", include((runs_urls.urlpatterns + reports_urls.run_page_patterns, "runs"))),
+    # /runs/: the runs app's pages, then the run page (reports' own, namespace `run`).
+    path("runs/", include((runs_urls.urlpatterns, "runs"))),
+    path("runs/", include("aiperf_web.reports.run_urls")),
     path("sweeps/", include((sweeps_urls.urlpatterns, "sweeps"))),
     path("reports/", include("aiperf_web.reports.urls")),
     path("endpoints/", include("aiperf_web.endpoints.urls")),

@@ -23,6 +23,7 @@ STATIC_JS = Path(settings.BASE_DIR) / "static" / "js"
 
 # What the export draws: the report's page (charts/report.js) and everything it imports.
 EXPORT_MODULES = (
+    "vocabulary.js",
     "charts/format.js",
     "charts/plot.js",
     "charts/catalog.js",

@@ -1,18 +1,14 @@
 """WebSocket consumers: one run's live feed (`/ws/runs/{id}/`) and the runs list (`/ws/runs/`).
 
-Thin interfaces over live.selectors and runs.selectors. Both refuse anonymous users (close
-4401) and, for a run, anyone outside its team (close 4404, the same as an unknown id); the
-origin (scheme, host and port) is checked by live/origin.py. An open socket re-checks its
-viewer every ACCESS_CHECK_S (session still there, still in the run's team) and closes with
-1008 (policy violation) after a logout, a revoked membership or a deactivated user.
+Thin interfaces over live.selectors and runs.selectors. The groups, the messages and the close
+codes are declared in runs/messages.py: both refuse anonymous users (UNAUTHENTICATED) and, for
+a run, anyone outside its team (NOT_FOUND, the same as an unknown id); the origin (scheme,
+host and port) is checked by live/origin.py. An open socket re-checks its viewer every
+ACCESS_CHECK_S (session still there, still in the run's team) and closes with ACCESS_REVOKED
+after a logout, a revoked membership or a deactivated user; the page takes all three as final.
 
-Messages to the browser (docs/product.md §5), all JSON with `type` and `run_id`:
-  history  {samples: [...slim], latest, last_seq, log, leak, ...state}   once, on connect
-  snapshot {seq, t_s, data, leak}                                         each stored snapshot
-  status   {...state}                                                     when the row changes
-  log      {lines: [...]}                                                 new log lines
-  error    {message}                                                      a bad client message
-where state is runs.publisher.RunState: status, reason, started_at, finished_at, cancel_requested.
+A run's socket sends history once, on connect, then snapshot, status and log messages; the
+runs list's sends runs.
 Snapshots, status and log lines are all pushed by their writers (runs/publisher.py); a consumer
 reads the run's row only on connect and, in case a push was lost, every STATUS_RECHECK_S.
 Resume without gap or duplicate: the consumer joins the run's group *before* it reads the
@@ -38,8 +34,26 @@ from aiperf_web.live import selectors as live_sel
 from aiperf_web.live.leaks import LeakPoint, leak_assess, leak_brief, leak_point
 from aiperf_web.ops.viewers import viewer_join
 from aiperf_web.runs import selectors as run_sel
+from aiperf_web.runs.messages import (
+    ACCESS_REVOKED,
+    DELETED,
+    NOT_FOUND,
+    PAGE_MESSAGES,
+    UNAUTHENTICATED,
+    LogLine,
+    RunState,
+    error_message,
+    history_message,
+    log_message,
+    pong_message,
+    run_group,
+    runs_message,
+    snapshot_message,
+    state_of,
+    status_message,
+    team_group,
+)
 from aiperf_web.runs.models import FINAL, Run
-from aiperf_web.runs.publisher import LogLine, RunState, run_group, team_group
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +63,9 @@ STATUS_RECHECK_S = 15.0
 # The runs list reads its rows at most this often, when nudged; unnudged, every LIST_RECHECK_S.
 LIST_POLL_S = 1.5
 LIST_RECHECK_S = 15.0
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404
 # A socket outlives the session and membership it was opened under unless it looks again: at
 # most once per ACCESS_CHECK_S (two small queries), from the poll loop that already runs.
 ACCESS_CHECK_S = 3.0
-CLOSE_POLICY_VIOLATION = 1008
 
 
 def _query_int(scope: dict[str, Any], name: str, default: int) -> int | None:
@@ -100,13 +111,13 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self.close(code=UNAUTHENTICATED.code)
             return
         run_id = self.scope["url_route"]["kwargs"]["run_id"]
         try:
             self.run_obj = await database_sync_to_async(run_sel.run_get)(user=user, run_id=run_id)
         except ServiceError:
-            await self.close(code=CLOSE_NOT_FOUND)
+            await self.close(code=NOT_FOUND.code)
             return
         after = _query_int(self.scope, "after", -1)
         self.lock = asyncio.Lock()
@@ -120,7 +131,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self.accept()
         self.viewer = viewer_join("run")
         if after is None:
-            await self.send_json({"type": "error", "message": "after: an integer seq"})
+            await self.send_json(error_message("after: an integer seq"))
             after = -1
         await self._send_history(after)
         self.poller = asyncio.ensure_future(self._poll())
@@ -150,39 +161,26 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 after
             )
             self.last_seq = history["last_seq"]
-            self.state = state or self._deleted()
+            self.state = state or DELETED
             if lines:
                 self.last_log_id = lines[-1]["id"]
+            leak = leak_assess(self.leak_points, ended=self.state["status"] in FINAL)
             await self.send_json(
-                {
-                    "type": "history",
-                    "run_id": self.run_id,
-                    **history,
-                    **self.state,
-                    "leak": leak_brief(
-                        leak_assess(self.leak_points, ended=self.state.get("status") in FINAL)
-                    ),
-                    "log": lines[-50:],
-                }
+                history_message(
+                    run_id=self.run_id,
+                    history=dict(history),
+                    state=self.state,
+                    leak=dict(leak_brief(leak)),
+                    log=lines[-50:],
+                )
             )
-
-    def _deleted(self) -> RunState:
-        return {
-            "status": "deleted",
-            "reason": "the run was deleted",
-            "started_at": None,
-            "finished_at": None,
-            "cancel_requested": False,
-        }
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
-        if kind == "ping":
-            await self.send_json({"type": "pong", "run_id": self.run_id})
+        if kind in PAGE_MESSAGES:  # ping
+            await self.send_json(pong_message(run_id=self.run_id))
         else:
-            await self.send_json(
-                {"type": "error", "run_id": self.run_id, "message": f"unknown message {kind!r}"}
-            )
+            await self.send_json(error_message(f"unknown message {kind!r}", run_id=self.run_id))
 
     async def decode_json(self, text_data: str) -> Any:
         try:
@@ -216,15 +214,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             if len(self.leak_points) > 4 * live_sel.MAX_HISTORY_POINTS:
                 del self.leak_points[: len(self.leak_points) // 2 : 2]
         self.last_seq = seq
+        leak = dict(leak_brief(leak_assess(self.leak_points)))
         await self.send_json(
-            {
-                "type": "snapshot",
-                "run_id": self.run_id,
-                "seq": seq,
-                "t_s": t_s,
-                "data": data,
-                "leak": leak_brief(leak_assess(self.leak_points)),
-            }
+            snapshot_message(run_id=self.run_id, seq=seq, t_s=t_s, data=data, leak=leak)
         )
 
     # -- status and log (group messages run.status and run.log) ------------------------------
@@ -232,15 +224,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def run_status(self, event: dict[str, Any]) -> None:
         if self.revoked:
             return
-        await self._status(
-            {
-                "status": event["status"],
-                "reason": event["reason"],
-                "started_at": event["started_at"],
-                "finished_at": event["finished_at"],
-                "cancel_requested": event["cancel_requested"],
-            }
-        )
+        await self._status(state_of(event))
 
     async def run_log(self, event: dict[str, Any]) -> None:
         if not self.revoked:
@@ -250,7 +234,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         fresh = [line for line in lines if line["id"] > self.last_log_id]
         if fresh:
             self.last_log_id = fresh[-1]["id"]
-            await self.send_json({"type": "log", "run_id": self.run_id, "lines": fresh})
+            await self.send_json(log_message(run_id=self.run_id, lines=fresh))
 
     async def _status(self, state: RunState) -> None:
         async with self.lock:
@@ -265,10 +249,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 for sample in missing:
                     await self._forward(sample["seq"], sample["t_s"], sample["data"])
             self.state = state
-            await self.send_json({"type": "status", "run_id": self.run_id, **state})
+            await self.send_json(status_message(run_id=self.run_id, state=state))
 
     def _recheck(self) -> tuple[RunState, list[LogLine]]:
-        state = live_sel.run_live_state(run_obj=self.run_obj) or self._deleted()
+        state = live_sel.run_live_state(run_obj=self.run_obj) or DELETED
         return state, live_sel.run_log_after(run_obj=self.run_obj, after_id=self.last_log_id)
 
     async def _poll(self) -> None:
@@ -279,7 +263,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await asyncio.sleep(ACCESS_CHECK_S)
             if await self.access.revoked():
                 self.revoked = True
-                await self.close(code=CLOSE_POLICY_VIOLATION)
+                await self.close(code=ACCESS_REVOKED.code)
                 return
             if time.monotonic() < next_recheck:
                 continue
@@ -303,7 +287,7 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self.close(code=UNAUTHENTICATED.code)
             return
         self.user = user
         self.access = AccessCheck(self.scope, None)
@@ -333,7 +317,7 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        await self.send_json({"type": "error", "message": "this socket only sends"})
+        await self.send_json(error_message("this socket only sends"))
 
     async def decode_json(self, text_data: str) -> Any:
         try:
@@ -349,7 +333,7 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         read_at = -LIST_RECHECK_S
         while True:
             if await self.access.revoked():
-                await self.close(code=CLOSE_POLICY_VIOLATION)
+                await self.close(code=ACCESS_REVOKED.code)
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=ACCESS_CHECK_S)
@@ -366,5 +350,5 @@ class RunsListConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             for row in changed:
                 self.sent[row["id"]] = row
             if changed:
-                await self.send_json({"type": "runs", "rows": changed})
+                await self.send_json(runs_message(rows=changed))
             await asyncio.sleep(LIST_POLL_S)

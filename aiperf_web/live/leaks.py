@@ -41,9 +41,16 @@ WINDOW_S = 30.0
 # change itself over the time seen ("+12 in the last 5 s").
 MIN_RATE_WINDOW_S = 20.0
 
-# "leak": orphans held, flat over the window (the badge says so: stable).
-LeakLevel = Literal["ok", "leak", "growing"]
-BADGES: dict[str, str] = {"ok": "no leak", "leak": "leaked, stable", "growing": "leak growing"}
+# "leak": orphans held, flat over the window (the badge says so: stable). "unmeasured": no
+# client-worker figures yet (a queued run, or one whose first snapshot has not come): nothing
+# is known, so nothing is green.
+LeakLevel = Literal["unmeasured", "ok", "leak", "growing"]
+BADGES: dict[str, str] = {
+    "unmeasured": "nothing measured yet",
+    "ok": "no leak",
+    "leak": "leaked, stable",
+    "growing": "leak growing",
+}
 
 
 MIB = 1024 * 1024
@@ -217,8 +224,8 @@ def leak_assess(
     series = list(points)
     if not series:
         return {
-            "level": "ok",
-            "badge": BADGES["ok"],
+            "level": "unmeasured",
+            "badge": BADGES["unmeasured"],
             "orphaned": 0,
             "orphans_per_min": 0.0,
             "copies": 0,

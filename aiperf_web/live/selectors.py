@@ -31,11 +31,12 @@ from django.utils.module_loading import import_string
 from aiperf_web.live.charts import SLIM_FIELDS, SlimTree
 from aiperf_web.live.leaks import LeakPoint, leak_flag, leak_point
 from aiperf_web.live.saturation import LoadPoint, load_point
+from aiperf_web.runs.messages import LogLine, RunState, log_line, run_state
 from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunLog, RunSample
-from aiperf_web.runs.publisher import LogLine, RunState, log_line, run_state
 from aiperf_web.runs.verdict import runs_verdicts
 from aiperf_web.teams.models import Membership
 from aiperf_web.teams.selectors import AnyUser, team_ids_for, team_list_for_user
+from runner.affinity.placement import placement_pcts
 
 MAX_HISTORY_POINTS = 720
 
@@ -53,6 +54,16 @@ class History(TypedDict):
     stride: int  # 1 when nothing was thinned
 
 
+def stored_snapshot(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored snapshot as the engine writes one now: one stored before the engine's placement
+    figures carried their percentages gets them, by the engine's rule (placement_pcts), so the
+    page's scripts never divide."""
+    placement = data.get("placement")
+    if isinstance(placement, Mapping) and "trees_split_pct" not in placement:
+        return {**data, "placement": {**placement, **placement_pcts(placement)}}
+    return dict(data)
+
+
 def _pick(value: Any, tree: SlimTree | None) -> Any:
     if tree is None or not isinstance(value, Mapping):
         return value
@@ -63,7 +74,7 @@ def sample_slim(
     data: Mapping[str, Any], *, after_t_s: float | None, after_scrape_t_s: float | None = None
 ) -> dict[str, Any]:
     """A snapshot cut down to what the time-series charts read."""
-    slim: dict[str, Any] = _pick(data, SLIM_FIELDS)
+    slim: dict[str, Any] = _pick(stored_snapshot(data), SLIM_FIELDS)
     server = data.get("server_metrics")
     # A scrape every few seconds, a snapshot every second: its points only once.
     if (
@@ -113,7 +124,7 @@ def run_history(
     seq, t_s, data = rows[-1]
     return {
         "samples": samples,
-        "latest": {"seq": seq, "t_s": t_s, "data": data},
+        "latest": {"seq": seq, "t_s": t_s, "data": stored_snapshot(data)},
         "last_seq": last_seq,
         "stride": stride,
     }
@@ -124,7 +135,7 @@ def run_samples_between(*, run_obj: Run, after_seq: int, before_seq: int) -> lis
     rows = RunSample.objects.filter(run=run_obj, seq__gt=after_seq, seq__lt=before_seq).order_by(
         "seq"
     )
-    return [{"seq": r.seq, "t_s": r.t_s, "data": r.data} for r in rows[:1000]]
+    return [{"seq": r.seq, "t_s": r.t_s, "data": stored_snapshot(r.data)} for r in rows[:1000]]
 
 
 def run_leak_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> list[LeakPoint]:
@@ -267,7 +278,7 @@ def runs_live_rows(*, user: AnyUser) -> list[dict[str, Any]]:
                 # The ended run's verdict, for the list's badge (none while it goes).
                 "verdict": None if verdict["verdict"] == "pending" else verdict["verdict"],
                 "verdict_message": verdict["message"],
-                "url": reverse("runs:detail", args=[r.uuid]),
+                "url": reverse("run:page", args=[r.uuid]),
             }
         )
     return rows

@@ -13,10 +13,10 @@ from aiperf_web.live.leaks import leak_brief
 from aiperf_web.live.saturation import saturation_assess
 from aiperf_web.live.selectors import run_load_points
 from aiperf_web.reports import selectors
-from aiperf_web.reports.server_metrics import run_server_metrics
+from aiperf_web.reports.cards.placement import LABELS, NOT_REPORTED, placement_card
+from aiperf_web.reports.cards.server_metrics import run_server_metrics
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.models import FINAL, Run
-from aiperf_web.runs.placement import LABELS, NOT_REPORTED, placement_card
 from runner import LATENCY_KEYS, SUMMARY_KEYS
 
 __all__ = ["run_page"]

@@ -11,8 +11,3 @@ urlpatterns = [
     path("runs/<str:run_id>/trees.json", views.run_trees, name="trees"),
     path("runs/<str:run_id>/report.html", views.run_export_html, name="export_html"),
 ]
-
-# The run page, in the `runs` namespace under /runs/ (aiperf_web/urls.py puts it there).
-run_page_patterns = [
-    path("<str:run_id>/", views.run_detail, name="detail"),
-]

@@ -23,13 +23,13 @@ from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
 from aiperf_web.live.bundle import export_script
 from aiperf_web.reports import selectors, services
+from aiperf_web.reports.cards.placement import NOT_REPORTED
 from aiperf_web.reports.forms import ABForm
 from aiperf_web.reports.models import ABPair
 from aiperf_web.reports.run_page import run_page
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.forms import RunMetaForm
 from aiperf_web.runs.models import FINAL
-from aiperf_web.runs.placement import NOT_REPORTED
 from aiperf_web.scenarios.selectors import scenario_get, scenario_list
 from aiperf_web.teams.models import Role
 from aiperf_web.teams.selectors import role_in_team, team_ids_for, teams_with_role
@@ -146,7 +146,7 @@ def compare(request: HttpRequest) -> HttpResponse:
                 "id": str(r.uuid),
                 "label": label,
                 "status": r.status,
-                "url": reverse("runs:detail", args=[r.uuid]),
+                "url": reverse("run:page", args=[r.uuid]),
             }
             for r, label in zip(runs, labels, strict=True)
         ],

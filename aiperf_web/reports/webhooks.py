@@ -113,7 +113,7 @@ def run_webhook_body(*, run_obj: Run) -> WebhookBody:
         "verdict": verdict,
         "figures": {path: _figure(summary, path) for path in KEY_FIGURES},
         "links": {
-            "run": base + reverse("runs:detail", args=[run_obj.uuid]),
+            "run": base + reverse("run:page", args=[run_obj.uuid]),
             "report": base + reverse("reports:export_html", args=[run_obj.uuid]),
             "summary": base + reverse("runs:summary_json", args=[run_obj.uuid]),
         },

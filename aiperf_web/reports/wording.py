@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from aiperf_web.runs.placement import LABELS as PLACEMENT_LABELS
+from aiperf_web.reports.cards.placement import LABELS as PLACEMENT_LABELS
 
 # Names of the engine's summary keys (docs/product.md §6 and the extras a run records).
 FIGURE_LABELS: dict[str, str] = {
@@ -42,6 +42,9 @@ FIGURE_LABELS: dict[str, str] = {
     "achieved_tree_rate_per_s": "Trees started / s",
     "elapsed_s": "Run time (s)",
     "stopped_reason": "Stopped because",
+    "ended_by.by": "Ended by",
+    "ended_by.detail": "Ended because",
+    "ended_by.early": "Ended before its limits",
     "status": "Status",
     "ttft_ms": "Time to first token (ms)",
     "itl_ms": "Inter-token latency (ms)",

@@ -1,141 +1,25 @@
-"""The run page's Placement card: where the inference server put each agent tree, read from
-the engine's placement figures (`runner/affinity/placement.py`): the summary's for a finished
-run, else the latest snapshot's. Pure functions; static/js/charts/ recomputes the same
-percentages from each live snapshot, and the summary rows, the comparison and the CSV read
-them from here.
-
-Null placement means the server named no serving worker, so placement is unknown (not
-perfect); a live run's snapshots also carry null until the first answer comes back.
-"""
+"""The summary's placement figures as flat rows (the "All figures" table, the CSV, the
+comparison): each count followed by its percentage. The percentages are the engine's
+(runner/affinity/placement.py puts them in every snapshot and summary; `placement_pcts` gives
+them, by the same rule, for a summary stored before). The run page's Placement card is
+reports/cards/placement.py."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any
 
-PlacementState = Literal["reported", "not-reported", "waiting", "not-recorded"]
-
-# What a server must send for placement to be seen, named as a Dynamo user looks for it.
-NOT_REPORTED = (
-    "The server did not report which worker served each request "
-    "(Dynamo: nvext.extra_fields worker_id)"
-)
-
-# The engine's figures and the percentages derived from them, in the order a reader wants
-# them, with the words the page, the "All figures" table and the comparison use.
-LABELS: dict[str, str] = {
-    "placement.trees": "trees whose serving worker is known",
-    "placement.trees_split": "trees split across inference workers",
-    "placement.trees_split_pct": "trees split across inference workers, % of trees",
-    "placement.child_requests": "child requests (subagents) whose root's worker is known",
-    "placement.child_requests_on_root_worker": "child requests served on their root's worker",
-    "placement.child_requests_on_root_worker_pct": "child requests on their root's worker, %",
-    "placement.keyed_requests": "requests carrying an affinity key",
-    "placement.key_misses": "requests off their affinity key's worker (key misses)",
-    "placement.key_misses_pct": "key misses, % of keyed requests",
-    "placement": "placement (where the server put each tree)",
-}
-
-# derived key -> (part, whole) of the engine's figures
-_RATIOS: dict[str, tuple[str, str]] = {
-    "trees_split_pct": ("trees_split", "trees"),
-    "child_requests_on_root_worker_pct": ("child_requests_on_root_worker", "child_requests"),
-    "key_misses_pct": ("key_misses", "keyed_requests"),
-}
-
-
-def _pct(part: Any, whole: Any) -> float | None:
-    if not isinstance(part, int | float) or not isinstance(whole, int | float) or whole <= 0:
-        return None
-    return round(100.0 * part / whole, 1)
-
-
-def placement_ratios(figures: Mapping[str, Any] | None) -> dict[str, float | None]:
-    """The percentages of the engine's counts (None where the whole is 0 or unknown)."""
-    figures = figures or {}
-    return {
-        name: _pct(figures.get(part), figures.get(whole)) for name, (part, whole) in _RATIOS.items()
-    }
+from runner.affinity.placement import PLACEMENT_PCTS, placement_pcts
 
 
 def placement_rows(figures: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The summary's placement as flat rows, each count followed by its percentage."""
-    ratios = placement_ratios(figures)
+    pcts = placement_pcts(figures)
     rows: list[tuple[str, Any]] = []
     for name, value in figures.items():
+        if name in PLACEMENT_PCTS:
+            continue
         rows.append((f"placement.{name}", value))
-        derived = f"{name}_pct"
-        if derived in ratios:
-            rows.append((f"placement.{derived}", ratios[derived]))
+        if f"{name}_pct" in pcts:
+            rows.append((f"placement.{name}_pct", pcts[f"{name}_pct"]))
     return rows
-
-
-# What the run's affinity promises about placement, which decides what its figures should be.
-AffinityMode = Literal["lineage", "conversation", "none"]
-
-
-def affinity_mode(spec: Mapping[str, Any] | None) -> AffinityMode:
-    """lineage: one key per tree (Dynamo lineage scope, or a header carrying the root's id),
-    so a tree stays on one worker; conversation: one key per session; none: no key."""
-    spec = spec or {}
-    affinity = spec.get("affinity") or "none"
-    if affinity == "none":
-        return "none"
-    if affinity == "header":
-        return "lineage" if spec.get("header_source") == "root" else "conversation"
-    return "lineage" if spec.get("scope") == "lineage" else "conversation"
-
-
-class PlacementCard(TypedDict):
-    state: PlacementState
-    mode: AffinityMode
-    trees: int | None
-    trees_split: int | None
-    trees_split_pct: float | None
-    child_requests: int | None
-    child_requests_on_root_worker: int | None
-    child_requests_on_root_worker_pct: float | None
-    keyed_requests: int | None
-    key_misses: int | None
-    key_misses_pct: float | None
-
-
-def placement_card(
-    *,
-    summary: Mapping[str, Any] | None,
-    latest: Mapping[str, Any] | None,
-    spec: Mapping[str, Any] | None,
-) -> PlacementCard:
-    """The card's figures and state: the summary once the run has one, else the latest
-    snapshot. `not-recorded`: a run stored before the engine reported placement."""
-    source: Mapping[str, Any] | None = None
-    if summary:
-        source = summary
-    elif latest:
-        source = latest
-    raw = source.get("placement") if source is not None else None
-    state: PlacementState
-    if isinstance(raw, Mapping):
-        state = "reported"
-    elif source is None or "placement" not in source:
-        state = "not-recorded" if summary else "waiting"
-    elif summary or (latest or {}).get("requests"):
-        # Null after requests were answered: the server names no serving worker.
-        state = "not-reported"
-    else:
-        state = "waiting"
-    figures: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    ratios = placement_ratios(figures)
-    return {
-        "state": state,
-        "mode": affinity_mode(spec),
-        "trees": figures.get("trees"),
-        "trees_split": figures.get("trees_split"),
-        "trees_split_pct": ratios["trees_split_pct"],
-        "child_requests": figures.get("child_requests"),
-        "child_requests_on_root_worker": figures.get("child_requests_on_root_worker"),
-        "child_requests_on_root_worker_pct": ratios["child_requests_on_root_worker_pct"],
-        "keyed_requests": figures.get("keyed_requests"),
-        "key_misses": figures.get("key_misses"),
-        "key_misses_pct": ratios["key_misses_pct"],
-    }

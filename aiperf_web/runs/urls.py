@@ -2,8 +2,8 @@ from django.urls import path
 
 from aiperf_web.runs import views
 
-# The namespace is given where these are included (aiperf_web/urls.py), with the run page,
-# which reports owns (reports.urls.run_page_patterns).
+# The namespace `runs` is given where these are included (aiperf_web/urls.py); the run page
+# beside them at /runs/<id>/ is reports' own URLconf (reports/run_urls.py, namespace `run`).
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("new/", views.run_new, name="new"),

@@ -23,7 +23,7 @@ from typing import Any, Literal, TypedDict
 from django.conf import settings
 
 from aiperf_web.runs.models import FINAL, Run, Status
-from aiperf_web.runs.placement import placement_ratios
+from runner.affinity.placement import placement_pcts
 
 __all__ = [
     "KEY_METRICS",
@@ -80,7 +80,7 @@ def summary_value(summary: Mapping[str, Any] | None, key: str) -> float | None:
     head, _, name = key.partition(".")
     if head == "placement" and name.endswith("_pct"):
         placement = (summary or {}).get("placement")
-        return placement_ratios(placement if isinstance(placement, Mapping) else None).get(name)
+        return placement_pcts(placement if isinstance(placement, Mapping) else None).get(name)
     value: Any = summary or {}
     for part in key.split("."):
         if not isinstance(value, Mapping):

@@ -105,7 +105,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
                 add_service_errors(form, exc.fields, str(exc))
             else:
                 messages.success(request, "Run queued.")
-                return redirect("runs:detail", run_id=created.uuid)
+                return redirect("run:page", run_id=created.uuid)
     return render(
         request, "runs/new.html", {"form": form, "affinity_data": form.affinity_by_target}
     )
@@ -120,7 +120,7 @@ def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
         # The run page's script: it shows the state itself, and hears the rest on its socket.
         return JsonResponse({"status": run_obj.status, "cancel_requested": True})
     messages.success(request, "Cancel requested.")
-    return redirect("runs:detail", run_id=run_obj.uuid)
+    return redirect("run:page", run_id=run_obj.uuid)
 
 
 @require_POST
@@ -131,9 +131,9 @@ def run_rerun(request: HttpRequest, run_id: str) -> HttpResponse:
         created = services.run_rerun(actor=request.user, run_obj=run_obj)
     except Invalid as exc:
         messages.error(request, str(exc))
-        return redirect("runs:detail", run_id=run_obj.uuid)
+        return redirect("run:page", run_id=run_obj.uuid)
     messages.success(request, "Re-run queued.")
-    return redirect("runs:detail", run_id=created.uuid)
+    return redirect("run:page", run_id=created.uuid)
 
 
 @require_POST
@@ -162,7 +162,7 @@ def run_meta(request: HttpRequest, run_id: str) -> HttpResponse:
                 f"{name}: {' '.join(map(str, errs))}" for name, errs in form.errors.items()
             ),
         )
-    return redirect("runs:detail", run_id=run_obj.uuid)
+    return redirect("run:page", run_id=run_obj.uuid)
 
 
 @page

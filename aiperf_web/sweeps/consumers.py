@@ -1,11 +1,12 @@
 """A sweep's live page socket (`/ws/sweeps/{id}/?p=p90`): the page's curves, headlines, header
 and point table, sent whole on connect and again whenever the sweep's group says it changed.
 
-Access as for a run's socket (live/consumers.py): anonymous closes 4401, a sweep outside the
-viewer's teams (or no sweep) 4404, and an open socket re-checks its viewer every
-ACCESS_CHECK_S (session still there, still in the sweep's team), closing 1008 otherwise.
+Access as for a run's socket (live/consumers.py), with the close codes of runs/messages.py:
+anonymous closes UNAUTHENTICATED, a sweep outside the viewer's teams (or no sweep) NOT_FOUND,
+and an open socket re-checks its viewer every ACCESS_CHECK_S (session still there, still in
+the sweep's team), closing ACCESS_REVOKED otherwise.
 
-Messages to the browser, JSON:
+Messages to the browser (declared in runs/messages.py), JSON:
   sweep  {id, status, active, progress, charts: [{id, card, figure}], html: {header,
           headlines, points}, ...}                               on connect and on each change
   error  {message}                                               a bad client message
@@ -29,16 +30,20 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from aiperf_web.core.errors import ServiceError
 from aiperf_web.live import selectors as live_sel
-from aiperf_web.live.consumers import (
-    ACCESS_CHECK_S,
-    CLOSE_NOT_FOUND,
-    CLOSE_POLICY_VIOLATION,
-    CLOSE_UNAUTHENTICATED,
+from aiperf_web.live.consumers import ACCESS_CHECK_S
+from aiperf_web.runs.messages import (
+    ACCESS_REVOKED,
+    NOT_FOUND,
+    PAGE_MESSAGES,
+    UNAUTHENTICATED,
+    error_message,
+    pong_message,
+    sweep_group,
+    sweep_message,
 )
 from aiperf_web.sweeps import selectors
 from aiperf_web.sweeps.models import Sweep
 from aiperf_web.sweeps.page import sweep_fragments, sweep_page
-from aiperf_web.sweeps.publisher import sweep_group
 from aiperf_web.teams.models import Membership
 
 log = logging.getLogger(__name__)
@@ -61,7 +66,7 @@ def _payload(sweep_pk: int, percentile: str | None) -> dict[str, Any] | None:
     if sweep is None:
         return None
     page = sweep_page(sweep, percentile=percentile)
-    return {"type": "sweep", **page, "html": sweep_fragments(page)}
+    return sweep_message({**page, "html": sweep_fragments(page)})
 
 
 class SweepConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -71,13 +76,13 @@ class SweepConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self.close(code=UNAUTHENTICATED.code)
             return
         sweep_id = self.scope["url_route"]["kwargs"]["sweep_id"]
         try:
             sweep = await database_sync_to_async(selectors.sweep_get)(user=user, sweep_id=sweep_id)
         except ServiceError:
-            await self.close(code=CLOSE_NOT_FOUND)
+            await self.close(code=NOT_FOUND.code)
             return
         raw = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("p")
         self.percentile = raw[0] if raw else None
@@ -106,10 +111,10 @@ class SweepConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
-        if kind == "ping":
-            await self.send_json({"type": "pong"})
+        if kind in PAGE_MESSAGES:  # ping
+            await self.send_json(pong_message())
         else:
-            await self.send_json({"type": "error", "message": f"unknown message {kind!r}"})
+            await self.send_json(error_message(f"unknown message {kind!r}"))
 
     async def decode_json(self, text_data: str) -> Any:
         try:
@@ -123,7 +128,7 @@ class SweepConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def _send_if_changed(self) -> None:
         payload = await database_sync_to_async(_payload)(self.sweep_pk, self.percentile)
         if payload is None:
-            payload = {"type": "sweep", "status": "deleted", "active": False, "deleted": True}
+            payload = sweep_message({"status": "deleted", "active": False, "deleted": True})
         if payload != self.sent:
             self.sent = payload
             await self.send_json(payload)
@@ -148,7 +153,7 @@ class SweepConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                     allowed = True
                 if not allowed:
                     self.revoked = True
-                    await self.close(code=CLOSE_POLICY_VIOLATION)
+                    await self.close(code=ACCESS_REVOKED.code)
                     return
             if not self.wake.is_set() and now - read_at < RECHECK_S:
                 continue

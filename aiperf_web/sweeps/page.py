@@ -125,7 +125,7 @@ def _row(spec: SweepSpec, point: SweepPoint, percentile: str) -> dict[str, Any]:
         "repeat": point.repeat + 1,
         "phase": point.phase,
         "run_id": str(run.uuid) if run is not None else None,
-        "run_url": reverse("runs:detail", args=[run.uuid]) if run is not None else None,
+        "run_url": reverse("run:page", args=[run.uuid]) if run is not None else None,
         "run_status": run.status if run is not None else "not made",
         "ended": ended,
         "validity": validity,

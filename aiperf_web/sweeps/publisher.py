@@ -2,7 +2,7 @@
 whenever something a viewer sees has changed, stored first.
 
   sweep.changed {sweep_id}      a point was made or ended, the sweep changed status, verdict
-                                or cancel request
+                                or cancel request (declared in runs/messages.py)
 
 Who calls it: the sweep's driver (sweeps/services.py), after it stores a point's result, makes
 the next point's run, or writes the sweep's status. The consumer (sweeps/consumers.py) answers a
@@ -20,13 +20,11 @@ from uuid import UUID
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-__all__ = ["on_sweep_changed", "publish_sweep_update", "sweep_group"]
+from aiperf_web.runs.messages import sweep_changed_event, sweep_group
+
+__all__ = ["on_sweep_changed", "publish_sweep_update"]
 
 log = logging.getLogger(__name__)
-
-
-def sweep_group(sweep_uuid: str | UUID) -> str:
-    return f"sweep-{sweep_uuid}"
 
 
 def publish_sweep_update(sweep_id: str | UUID) -> None:
@@ -37,7 +35,7 @@ def publish_sweep_update(sweep_id: str | UUID) -> None:
         return
     group = sweep_group(sweep_id)
     try:
-        async_to_sync(layer.group_send)(group, {"type": "sweep.changed", "sweep_id": str(sweep_id)})
+        async_to_sync(layer.group_send)(group, sweep_changed_event(sweep_id=str(sweep_id)))
     except Exception:
         log.warning("%s: live publish failed", group, exc_info=True)
 

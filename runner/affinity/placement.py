@@ -5,15 +5,20 @@ mock's, or the simulated cluster's), it counts what lineage affinity promises an
 conversation affinity does not: trees served whole by one worker, child requests landing on
 the worker that served their root, and requests that left the worker their affinity key first
 landed on (expected vs serving worker). Pure bookkeeping; state lives while a tree does.
+
+Each snapshot's figures carry their percentages too (`*_pct`, one decimal, None while the
+whole is 0): computed here once, so the run page, its live charts, the comparison and the CSV
+read them instead of dividing again (`placement_pcts` gives them for a summary stored before).
 """
 
 from __future__ import annotations
 
-from typing import TypedDict
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from runner.credit import Credit
 
-__all__ = ["PlacementBook", "PlacementFigures"]
+__all__ = ["PLACEMENT_PCTS", "PlacementBook", "PlacementFigures", "placement_pcts"]
 
 
 class PlacementFigures(TypedDict):
@@ -23,6 +28,33 @@ class PlacementFigures(TypedDict):
     child_requests_on_root_worker: int  # ... served where their tree's root was first served
     keyed_requests: int  # requests carrying an affinity key
     key_misses: int  # ... served elsewhere than the worker their key first landed on
+    trees_split_pct: float | None  # % of trees
+    child_requests_on_root_worker_pct: float | None  # % of child requests
+    key_misses_pct: float | None  # % of keyed requests
+
+
+# percentage -> (part, whole) of the counts
+PLACEMENT_PCTS: dict[str, tuple[str, str]] = {
+    "trees_split_pct": ("trees_split", "trees"),
+    "child_requests_on_root_worker_pct": ("child_requests_on_root_worker", "child_requests"),
+    "key_misses_pct": ("key_misses", "keyed_requests"),
+}
+
+
+def _pct(part: object, whole: object) -> float | None:
+    if not isinstance(part, int | float) or not isinstance(whole, int | float) or whole <= 0:
+        return None
+    return round(100.0 * part / whole, 1)
+
+
+def placement_pcts(counts: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """The percentages of the counts (None where the whole is 0 or unknown); figures that
+    carry them already (every snapshot since they were added) give theirs."""
+    counts = counts or {}
+    return {
+        name: counts[name] if name in counts else _pct(counts.get(part), counts.get(whole))
+        for name, (part, whole) in PLACEMENT_PCTS.items()
+    }
 
 
 class _Tree:
@@ -92,4 +124,9 @@ class PlacementBook:
             "child_requests_on_root_worker": self.child_requests_on_root_worker,
             "keyed_requests": self.keyed_requests,
             "key_misses": self.key_misses,
+            "trees_split_pct": _pct(self.trees_split, self.trees),
+            "child_requests_on_root_worker_pct": _pct(
+                self.child_requests_on_root_worker, self.child_requests
+            ),
+            "key_misses_pct": _pct(self.key_misses, self.keyed_requests),
         }

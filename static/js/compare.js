@@ -6,6 +6,7 @@ import { workerColor } from "./charts/format.js";
 import { layout, plotConfig } from "./charts/plot.js";
 import { chartSpecs } from "./charts/view.js";
 import { connectRunsList, showState } from "./live.js";
+import { FINAL_STATUSES } from "./vocabulary.js";
 
 const data = JSON.parse(document.getElementById("compare-data").textContent);
 
@@ -88,7 +89,7 @@ if (data.active) {
           box.textContent = row.status === "running" ? `running${pct}` : row.status;
           box.className = `status s-${row.status}`;
         }
-        if (status[row.id] !== row.status && ["succeeded", "failed", "cancelled"].includes(row.status)) ended = true;
+        if (status[row.id] !== row.status && FINAL_STATUSES.has(row.status)) ended = true;
         status[row.id] = row.status;
       }
       if (ended) setTimeout(() => window.location.reload(), 800);

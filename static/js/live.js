@@ -1,9 +1,9 @@
 // The one live client every page shares: a WebSocket to /ws/runs/{id}/ (or /ws/runs/) that
 // reconnects with backoff and resumes by seq: it asks for `?after=<the last seq the page
 // holds>`, so the server sends exactly the samples the page misses, then the live feed.
-// Closes 4401 (not logged in) and 4404 (no such run for this user) are final.
-
-const FINAL_CODES = new Set([4401, 4403, 4404]);
+// The close codes after which it stops (not logged in, no such run for this viewer, access
+// revoked) are the server's, declared in aiperf_web/runs/messages.py.
+import { FINAL_CLOSE_CODES } from "./vocabulary.js";
 
 function wsUrl(path) {
   const scheme = window.location.protocol === "https:" ? "wss" : "ws";
@@ -29,12 +29,14 @@ export function connect(path, handlers) {
     socket.onmessage = (event) => {
       let msg;
       try { msg = JSON.parse(event.data); } catch { return; }
+      // A message the socket could not take (every socket may send one): noted, not shown.
+      if (msg.type === "error") { console.warn("live socket:", msg.message); return; }
       handlers.onMessage(msg);
     };
     socket.onclose = (event) => {
       socket = null;
       if (stopped) return;
-      if (FINAL_CODES.has(event.code)) { state("refused"); return; }
+      if (FINAL_CLOSE_CODES.has(event.code)) { state("refused"); return; }
       attempt += 1;
       state("reconnecting");
       const delay = Math.min(10000, 500 * 2 ** Math.min(attempt, 5)) * (0.75 + Math.random() / 2);

@@ -6,8 +6,8 @@ import { drawTimelines, drawTrees, finishRunPage, treeLegend, viewOptions } from
 import { fmtClock } from "./charts/format.js";
 import { RunView } from "./charts/view.js";
 import { connectRun, showState } from "./live.js";
+import { FINAL_STATUSES as FINAL } from "./vocabulary.js";
 
-const FINAL = new Set(["succeeded", "failed", "cancelled"]);
 const page = JSON.parse(document.getElementById("run-data").textContent);
 const root = document.getElementById("run");
 const view = new RunView(root, viewOptions(root, page, { live: !FINAL.has(page.status) }));

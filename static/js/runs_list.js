@@ -2,8 +2,8 @@
 // errors, leak flag, and the verdict once they end) from /ws/runs/; a run that appears is added
 // to the top table, a run that ends is shown as ended. The page works without it (server-rendered).
 import { connectRunsList, showState } from "./live.js";
+import { FINAL_STATUSES as FINAL } from "./vocabulary.js";
 
-const FINAL = new Set(["succeeded", "failed", "cancelled"]);
 const body = document.getElementById("active-body");
 const section = document.getElementById("active-runs");
 const stateEl = document.getElementById("live-state");

@@ -11,8 +11,8 @@ from typing import Any
 from django.test import Client
 
 from aiperf_web.live.selectors import run_history
+from aiperf_web.reports.cards.placement import NOT_REPORTED, placement_card
 from aiperf_web.runs.models import Run, RunSample, Status
-from aiperf_web.runs.placement import NOT_REPORTED, placement_card
 from aiperf_web.stack.demo import demo_bootstrap
 from aiperf_web.teams.services import api_token_create
 from tests.web.conftest import World

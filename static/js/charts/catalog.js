@@ -7,14 +7,11 @@
 // points, widths}: the sample's time, its data, the latency intervals it closed, and their
 // widths (s). A "latest" chart: draw(el, d, view, spec) from the latest whole snapshot;
 // changed(d, view) (optional) says whether it needs drawing again.
-import { inferenceName, percent, shortId, workerColor } from "./format.js";
+import { inferenceName, shortId, workerColor } from "./format.js";
 import { Chart, TIME_AXIS, isNarrow, layout, plotConfig } from "./plot.js";
+import { ERROR_COLOURS } from "../vocabulary.js";
 
 const PCT_STYLE = { p50: { color: "#2458d6" }, p90: { color: "#e8710a" }, p99: { color: "#d93025" } };
-const CATEGORY_COLORS = {
-  connect: "#5f6368", timeout: "#f9ab00", http_4xx: "#9334e6", http_429: "#e8710a",
-  http_5xx: "#d93025", stream_broken: "#12b5cb", bad_payload: "#795548", cancelled: "#9aa0a6",
-};
 const NO_ERRORS = {
   text: "no errors", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5,
   font: { size: 14, color: "#1e8e3e" },
@@ -184,7 +181,7 @@ export const CATALOG = {
       const fresh = names.filter((n) => !view.categories.includes(n));
       if (fresh.length) {
         if (!view.categories.length) chart.relayout({ annotations: [] });
-        chart.addTraces(fresh.map((n) => ({ ...line(n, CATEGORY_COLORS[n] || "#5f6368"), stackgroup: "errors" })));
+        chart.addTraces(fresh.map((n) => ({ ...line(n, ERROR_COLOURS[n] || "#80868b"), stackgroup: "errors" })));
         view.categories.push(...fresh);
       }
       const start = view.prevSampleT ?? s.t;
@@ -260,8 +257,9 @@ export const CATALOG = {
     ingest(chart, s) {
       const pl = s.d.placement;
       if (!pl || !pl.trees) return;
-      chart.add([0, 1, 2], [[s.t], [s.t], [s.t]], [[percent(pl.trees_split, pl.trees)],
-        [percent(pl.child_requests_on_root_worker, pl.child_requests)], [percent(pl.key_misses, pl.keyed_requests)]]);
+      // The engine's percentages (runner/affinity/placement.py), not divided again here.
+      chart.add([0, 1, 2], [[s.t], [s.t], [s.t]], [[pl.trees_split_pct ?? null],
+        [pl.child_requests_on_root_worker_pct ?? null], [pl.key_misses_pct ?? null]]);
     },
   },
   // The endpoint's own /metrics (a point per scrape, deduped by its t_s): KV use and queue per

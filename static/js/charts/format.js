@@ -23,7 +23,6 @@ export function inferenceName(index, ids) {
   return id === undefined ? { short: `w${index}`, full: `worker ${index}` } : { short: shortId(id), full: `worker ${id}` };
 }
 
-export const percent = (part, whole) => (typeof part === "number" && whole > 0 ? (100 * part) / whole : null);
 
 // One formatter (toLocaleString builds one per call: the worker table's 448 cells per snapshot).
 const INTEGER = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });

@@ -8,7 +8,7 @@
 // back; the ones never in view are plotted in idle time. The time-series charts share one x range, zoom together
 // and show one crosshair (plot.js TimeLink).
 import { CATALOG } from "./catalog.js";
-import { fmt, fmtBytes, fmtClock, fmtDuration, percent, workerColor } from "./format.js";
+import { fmt, fmtBytes, fmtClock, fmtDuration, workerColor } from "./format.js";
 import { TimeLink } from "./plot.js";
 
 const FRAME_BUDGET_MS = 12;
@@ -348,14 +348,9 @@ export class RunView {
       if (state === "reported" && chart && chart.chart.plotted) window.Plotly.Plots.resize(chart.chart.el);
     }
     if (!p) return;
-    const values = {
-      ...p,
-      trees_split_pct: percent(p.trees_split, p.trees),
-      child_requests_on_root_worker_pct: percent(p.child_requests_on_root_worker, p.child_requests),
-      key_misses_pct: percent(p.key_misses, p.keyed_requests),
-    };
+    // The percentages come with the counts (the engine's, runner/affinity/placement.py).
     for (const e of box.querySelectorAll("[data-pl]")) {
-      const v = values[e.dataset.pl];
+      const v = p[e.dataset.pl] ?? null;
       const text = e.dataset.pl.endsWith("_pct") ? fmt(v === null ? null : Math.round(10 * v) / 10, 1) : fmt(v, 0);
       if (e.textContent !== text) e.textContent = text;
       if (e.dataset.expect !== undefined) {

@@ -3,7 +3,7 @@ expected vs serving worker, and the state they keep only while a tree lives."""
 
 from __future__ import annotations
 
-from runner.affinity.placement import PlacementBook
+from runner.affinity.placement import PlacementBook, placement_pcts
 from tests.runner.factories import credit, fork, spawn
 
 
@@ -24,6 +24,9 @@ def test_a_tree_served_by_one_worker_is_whole_and_its_children_follow_the_root()
         "child_requests_on_root_worker": 2,
         "keyed_requests": 4,
         "key_misses": 0,
+        "trees_split_pct": 0.0,
+        "child_requests_on_root_worker_pct": 100.0,
+        "key_misses_pct": 0.0,
     }
 
 
@@ -37,6 +40,10 @@ def test_a_child_elsewhere_splits_the_tree_once_and_misses_its_lineage_key():
     assert figures["trees_split"] == 1
     assert (figures["child_requests"], figures["child_requests_on_root_worker"]) == (2, 0)
     assert figures["key_misses"] == 2
+    # The percentages ride in the figures, computed once here (one decimal).
+    assert figures["trees_split_pct"] == 100.0
+    assert figures["child_requests_on_root_worker_pct"] == 0.0
+    assert figures["key_misses_pct"] == 66.7
 
 
 def test_conversation_keys_are_expected_on_their_own_first_worker():
@@ -57,6 +64,9 @@ def test_children_of_a_rootless_lane_have_no_root_to_follow():
     assert figures is not None
     assert figures["child_requests"] == 0 and figures["trees_split"] == 1
     assert figures["keyed_requests"] == 0
+    # No whole, no percentage (not 0 %).
+    assert figures["child_requests_on_root_worker_pct"] is None
+    assert figures["key_misses_pct"] is None
 
 
 def test_state_is_dropped_when_sessions_and_trees_end():
@@ -71,3 +81,17 @@ def test_state_is_dropped_when_sessions_and_trees_end():
     book.served(credit("r2", 0, of=1), 1, key="r2")
     figures = book.figures()
     assert figures is not None and figures["trees"] == 2
+
+
+def test_counts_stored_before_the_percentages_get_them_from_the_same_rule() -> None:
+    old = {"trees": 3, "trees_split": 1, "child_requests": 0, "child_requests_on_root_worker": 0}
+    assert placement_pcts(old) == {
+        "trees_split_pct": 33.3,
+        "child_requests_on_root_worker_pct": None,
+        "key_misses_pct": None,
+    }
+    book = PlacementBook()
+    book.served(credit("r", 0, of=1), 0, key="r")
+    figures = book.figures()
+    assert figures is not None
+    assert placement_pcts(figures) == {k: figures[k] for k in placement_pcts(figures)}  # type: ignore[literal-required]
