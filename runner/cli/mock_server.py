@@ -35,6 +35,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--port", type=int, default=8000, help="port to bind; 0 picks a free one (default 8000)"
     )
     listen.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="HTTP front processes sharing the port (SO_REUSEPORT), this one owning the "
+        "cluster state so every answer is what one process gives; for loads one accept loop "
+        "cannot take (default 1: one process)",
+    )
+    listen.add_argument(
         "--model", default="mock-model", help="served model name (default mock-model)"
     )
     listen.add_argument(
@@ -100,6 +109,8 @@ def config_from_args(args: argparse.Namespace) -> MockServerConfig:
 
     if not 0 <= args.port <= 65535:
         raise SpecError(f"--port must be 0..65535, got {args.port}")
+    if not 1 <= args.processes <= 64:
+        raise SpecError(f"--processes must be 1..64, got {args.processes}")
     return MockServerConfig(
         model=args.model,
         api_key=args.api_key,
@@ -127,5 +138,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
-    serve(config, host=args.host, port=args.port, ready=ready)
+    serve(config, host=args.host, port=args.port, ready=ready, processes=args.processes)
     return 0

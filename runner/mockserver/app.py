@@ -15,7 +15,7 @@ import hmac
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from runner.cluster import Cluster, ClusterRequest, Placement, Rejection
 from runner.cluster.affinity import NVEXT_FIELDS_16, unknown_nvext_field_16
@@ -26,7 +26,7 @@ from runner.mockserver.parse import ApiError, Call, DynamoError, parse_call
 from runner.mockserver.render import Answer, error_event, usage_json, worker_nvext
 from runner.mockserver.stats import ServerCounters, StatsBody, render_prometheus
 
-__all__ = ["DeliberateDisconnect", "MockApp"]
+__all__ = ["Decision", "DeliberateDisconnect", "MockApp"]
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -53,6 +53,19 @@ class DeliberateDisconnect(Exception):
     ASGI has no "close the socket" message; every server closes the transport when the app
     raises after the response started. `server.py` keeps these out of the error log.
     """
+
+
+class Decision(NamedTuple):
+    """What the cluster state decided for one parsed request: its fault, and its placement.
+
+    `placement` is None when an injected error answers first (the cluster never saw it; then
+    `request_id` is "" and `start` 0). `start` is the monotonic time of submit.
+    """
+
+    fault: FaultDraw
+    request_id: str
+    start: float
+    placement: Placement | Rejection | None
 
 
 class _Flight:
@@ -92,7 +105,14 @@ class MockApp:
         self._faults = FaultInjector(self.config.faults)
         self._counters = ServerCounters()
         self._flights: dict[str, _Flight] = {}
-        self._t0 = time.monotonic()
+        self._t0 = t0 = time.monotonic()
+        cluster = self._cluster
+
+        def cancel(request_id: str, now: float) -> None:
+            cluster.cancel(request_id, now - t0)
+
+        # What a _Job calls to free its batch slot: bound to the cluster current at submit.
+        self._cancel: Callable[[str, float], None] = cancel
 
     def now_s(self) -> float:
         """The cluster's clock: seconds since the last reset."""
@@ -131,15 +151,15 @@ class MockApp:
                 await self._health(send)
             elif path == "/metrics":
                 _allow(method, "GET")
-                text = render_prometheus(self.stats()).encode()
+                text = render_prometheus(await self._stats_body()).encode()
                 await _send(send, 200, text, [(b"content-type", b"text/plain; version=0.0.4")])
             elif path == "/stats":
                 _allow(method, "GET")
-                await _send_json(send, 200, json.dumps(self.stats()).encode())
+                await _send_json(send, 200, json.dumps(await self._stats_body()).encode())
             elif path.startswith("/admin/"):
                 _allow(method, "POST")
                 self._check_key(scope)
-                await _send_json(send, 200, self._admin(path))
+                await _send_json(send, 200, await self._admin_async(path))
             else:
                 raise ApiError(404, f"no route {path}", code="not_found")
         except _MethodNotAllowed as exc:
@@ -178,28 +198,11 @@ class MockApp:
         except ApiError as exc:
             counters.answered(exc.status)
             raise
-        fault = self._faults.draw(call.output_tokens)
-        if fault.kind is not None and fault.kind not in ("disconnect", "stall"):
-            counters.faults[fault.kind] += 1
+        fault, request_id, start, placement = await self._decide(call, session, parent)
+        if placement is None:
+            counters.faults[fault.kind] += 1  # type: ignore[index]
             await self._injected_error(send, fault)
             return
-
-        self._seq += 1
-        request_id = f"{self._seq:x}"
-        cluster, t0 = self._cluster, self._t0
-        start = time.monotonic()
-        placement = cluster.submit(
-            ClusterRequest(
-                request_id=request_id,
-                block_keys=call.block_keys,
-                prompt_tokens=call.prompt_tokens,
-                output_tokens=call.output_tokens,
-                session_control=call.session_control,
-                session_header=session,
-                parent_session_header=parent,
-            ),
-            start - t0,
-        )
         if isinstance(placement, Rejection):
             counters.answered(placement.status)
             raise _rejection_error(placement, dynamo=self._dynamo_16)
@@ -242,6 +245,39 @@ class MockApp:
             await self._stream(send, receive, job)
         else:
             await self._unary(send, receive, job)
+
+    async def _decide(self, call: Call, session: str | None, parent: str | None) -> Decision:
+        """The fault draw, then the cluster's placement: the state step of a request.
+
+        Here the state is this app's own; `runner.mockserver.multi` asks the one process
+        that owns it. Synchronous work under an `async def` so both look alike to callers.
+        """
+        return self.decide(call, session, parent, None)
+
+    def decide(
+        self, call: Call, session: str | None, parent: str | None, start: float | None
+    ) -> Decision:
+        """`_decide`'s work; `start` None means now (a front process passes its own)."""
+        fault = self._faults.draw(call.output_tokens)
+        if fault.kind is not None and fault.kind not in ("disconnect", "stall"):
+            return Decision(fault, "", 0.0, None)
+        self._seq += 1
+        request_id = f"{self._seq:x}"
+        if start is None:
+            start = time.monotonic()
+        placement = self._cluster.submit(
+            ClusterRequest(
+                request_id=request_id,
+                block_keys=call.block_keys,
+                prompt_tokens=call.prompt_tokens,
+                output_tokens=call.output_tokens,
+                session_control=call.session_control,
+                session_header=session,
+                parent_session_header=parent,
+            ),
+            start - self._t0,
+        )
+        return Decision(fault, request_id, start, placement)
 
     async def _stream(self, send: Send, receive: Receive, job: _Job) -> None:
         """A timed stream: the head now, tokens at the plan's times, late ones coalesced."""
@@ -382,15 +418,36 @@ class MockApp:
         }
         return json.dumps({"object": "list", "data": [model]}).encode()
 
-    async def _health(self, send: Send) -> None:
+    async def _stats_body(self) -> StatsBody:
+        return self.stats()
+
+    async def _admin_async(self, path: str) -> bytes:
+        return self.admin(path)
+
+    async def _workers_up(self) -> tuple[int, int]:
+        return self.workers_up()
+
+    def workers_up(self) -> tuple[int, int]:
+        """(workers up, workers)."""
         cluster = self._cluster
         workers = cluster.config.workers
-        up = sum(1 for i in range(workers) if cluster.worker_is_up(i))
+        return sum(1 for i in range(workers) if cluster.worker_is_up(i)), workers
+
+    def lose(self, request_ids: Iterable[str]) -> None:
+        """Answers in flight whose worker went down: they fail at their next wake."""
+        for request_id in request_ids:
+            flight = self._flights.get(request_id)
+            if flight is not None:
+                flight.lost = True
+
+    async def _health(self, send: Send) -> None:
+        up, workers = await self._workers_up()
         status = "healthy" if up else "unhealthy"
         body = json.dumps({"status": status, "workers_up": up, "workers": workers}).encode()
         await _send_json(send, 200 if up else 503, body)
 
-    def _admin(self, path: str) -> bytes:
+    def admin(self, path: str) -> bytes:
+        """An `/admin/...` route's answer body (ApiError 404 for an unknown route)."""
         if path == "/admin/reset":
             self.reset()
             return b'{"reset":true}'
@@ -411,10 +468,7 @@ class MockApp:
                 cluster.worker_up(worker_id, self.now_s())
                 return json.dumps({"worker_id": worker_id, "up": True}).encode()
             failed = cluster.worker_down(worker_id, self.now_s())
-            for request_id in failed:
-                flight = self._flights.get(request_id)
-                if flight is not None:
-                    flight.lost = True
+            self.lose(failed)
             return json.dumps(
                 {"worker_id": worker_id, "up": False, "requests_failed": len(failed)}
             ).encode()
@@ -429,11 +483,10 @@ class _Job:
     """
 
     __slots__ = (
-        "_t0",
+        "_cancel",
         "_watch",
         "answer",
         "call",
-        "cluster",
         "counters",
         "fault",
         "flight",
@@ -461,8 +514,7 @@ class _Job:
         self.start = start  # monotonic time of submit
         self.answer = answer
         self.worker_header = (b"x-worker-id", b"%d" % placement.worker_id)
-        self.cluster = app._cluster
-        self._t0 = app._t0
+        self._cancel = app._cancel
         self.counters = app._counters
         self.flights = app._flights
         self.flight = _Flight()
@@ -485,7 +537,7 @@ class _Job:
 
     def cancel(self, now: float) -> None:
         """The answer ends early: free its batch slot in the cluster now."""
-        self.cluster.cancel(self.request_id, now - self._t0)
+        self._cancel(self.request_id, now)
 
 
 async def _watch_disconnect(receive: Receive, flight: _Flight) -> None:

@@ -7,6 +7,9 @@ routes or the cluster; those are `app.py`'s.
     serve(config, host=..., port=..., ready=print)       blocks until Ctrl-C / SIGTERM
     start_mock_server(config, host=..., port=0) -> MockServerHandle   (thread; tests)
     start_mock_server(..., process=True)                   (own process and core; benchmarks)
+
+`processes=N` (N >= 2) serves from N front processes sharing the port, with this process (or
+thread) owning the cluster state: `multi.py`. The default, 1, is one process as before.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -61,11 +64,23 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     ready: Callable[[str], None] | None = None,
+    processes: int = 1,
 ) -> None:
     """Serve in the foreground until SIGINT or SIGTERM; `ready(line)` once listening.
 
+    `processes` >= 2: that many HTTP front processes, this one owning the state (multi.py).
     Raises SpecError when the address cannot be listened on.
     """
+    _check_processes(processes)
+    if processes > 1:
+        from runner.mockserver.multi import run_owner
+
+        def announce_multi(url: str) -> None:
+            if ready is not None:
+                ready(_ready_line(url, config, processes))
+
+        run_owner(config, host=host, port=port, processes=processes, on_ready=announce_multi)
+        return
     sock = _listen(host, port)
     server = _uvicorn_server(MockApp(config))
     url = _url(host, sock)
@@ -139,6 +154,7 @@ def start_mock_server(
     port: int = 0,
     *,
     process: bool = False,
+    processes: int = 1,
 ) -> MockServerHandle:
     """Start the mock server and return once it accepts connections.
 
@@ -146,11 +162,69 @@ def start_mock_server(
     daemon thread of this process (fast to start; fine for tests). With `process=True` it
     runs in its own Python process, so a client measured in this process does not share a
     core or the GIL with it (benchmarks, live-replay measurements).
+
+    `processes` >= 2 serves from that many front processes (multi.py); the state is owned by
+    a thread of this process, or with `process=True` by that process. Either way the handle
+    has no `app`: read the state over HTTP (`GET /stats`).
     """
     config = config if config is not None else MockServerConfig()
+    _check_processes(processes)
     if process:
-        return _start_process(config, host, port)
+        return _start_process(config, host, port, processes)
+    if processes > 1:
+        return _start_owner_thread(config, host, port, processes)
     return _start_thread(config, host, port)
+
+
+def _check_processes(processes: int) -> None:
+    from runner.mockserver.multi import MAX_PROCESSES
+
+    if not 1 <= processes <= MAX_PROCESSES:
+        raise SpecError(f"processes must be 1..{MAX_PROCESSES}, got {processes}")
+
+
+def _start_owner_thread(
+    config: MockServerConfig, host: str, port: int, processes: int
+) -> MockServerHandle:
+    from runner.mockserver.multi import run_owner
+
+    stop_event = threading.Event()
+    started = threading.Event()
+    urls: list[str] = []
+    failure: list[BaseException] = []
+
+    def ready(url: str) -> None:
+        urls.append(url)
+        started.set()
+
+    def main() -> None:
+        try:
+            run_owner(
+                config,
+                host=host,
+                port=port,
+                processes=processes,
+                on_ready=ready,
+                stop=stop_event,
+            )
+        except BaseException as exc:
+            failure.append(exc)
+            started.set()
+
+    thread = threading.Thread(target=main, name="mock-server-owner", daemon=True)
+    thread.start()
+    if not started.wait(_STARTUP_TIMEOUT_S * 2) or not urls:
+        stop_event.set()
+        thread.join(_STARTUP_TIMEOUT_S)
+        if failure and isinstance(failure[0], SpecError):
+            raise failure[0]
+        raise RunnerError(f"the mock server did not start: {failure[0] if failure else 'timeout'}")
+
+    def stop(timeout_s: float) -> None:
+        stop_event.set()
+        thread.join(timeout_s + 2 * _GRACEFUL_S)
+
+    return MockServerHandle(urls[0], stop=stop)
 
 
 def _start_thread(config: MockServerConfig, host: str, port: int) -> MockServerHandle:
@@ -180,10 +254,12 @@ def _start_thread(config: MockServerConfig, host: str, port: int) -> MockServerH
     return MockServerHandle(_url(host, sock), app=app, stop=stop)
 
 
-def _start_process(config: MockServerConfig, host: str, port: int) -> MockServerHandle:
+def _start_process(
+    config: MockServerConfig, host: str, port: int, processes: int = 1
+) -> MockServerHandle:
     # -c rather than -m: runpy would import this module twice (package, then __main__).
     script = "import sys; from runner.mockserver.server import child_main; sys.exit(child_main())"
-    command = [sys.executable, "-c", script, host, str(port)]
+    command = [sys.executable, "-c", script, host, str(port), str(processes)]
     # The child must import this very `runner` package, whatever its working directory.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
@@ -199,7 +275,7 @@ def _start_process(config: MockServerConfig, host: str, port: int) -> MockServer
     assert child.stdin is not None and child.stdout is not None
     child.stdin.write(json.dumps(config_to_json(config)))
     child.stdin.close()
-    line = _read_line(child, _STARTUP_TIMEOUT_S)
+    line = _read_line(child, _STARTUP_TIMEOUT_S * (2 if processes > 1 else 1))
     match = _URL.search(line or "")
     if match is None:
         child.kill()
@@ -244,10 +320,20 @@ def config_from_json(data: dict[str, Any]) -> MockServerConfig:
     )
 
 
-def _run(server: uvicorn.Server, sock: socket.socket, on_ready: Callable[[], None]) -> None:
-    """Run uvicorn on `sock` in a fresh uvloop loop on this thread; call on_ready once up."""
+def _run(
+    server: uvicorn.Server,
+    sock: socket.socket,
+    on_ready: Callable[[], None],
+    setup: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Run uvicorn on `sock` in a fresh uvloop loop on this thread; call on_ready once up.
+
+    `setup`, when given, is awaited in that loop before serving starts.
+    """
 
     async def main() -> None:
+        if setup is not None:
+            await setup()
         task = asyncio.ensure_future(server.serve(sockets=[sock]))
         # uvicorn has no startup callback; `started` flips once the listener is serving.
         while not server.started and not task.done():
@@ -281,14 +367,20 @@ def _uvicorn_server(app: MockApp) -> uvicorn.Server:
     return uvicorn.Server(config)
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """A bound TCP socket (uvicorn listens on it), so port 0 resolves before serving."""
+def _listen(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A bound TCP socket (uvicorn listens on it), so port 0 resolves before serving.
+
+    `reuse_port`: SO_REUSEPORT, so several processes' sockets share the port and the kernel
+    spreads new connections over those listening (the multi-process mock's fronts).
+    """
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
     except OSError as exc:
         reason = exc.strerror or str(exc)
@@ -302,11 +394,12 @@ def _url(host: str, sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
-def _ready_line(url: str, config: MockServerConfig) -> str:
+def _ready_line(url: str, config: MockServerConfig, processes: int = 1) -> str:
     cluster = config.cluster
+    served = f", {processes} processes" if processes > 1 else ""
     return (
         f"{_READY_PREFIX}{url} (model {config.model}, {cluster.workers} workers, "
-        f"router {cluster.router}, time scale {cluster.time_scale:g})"
+        f"router {cluster.router}, time scale {cluster.time_scale:g}{served})"
     )
 
 
@@ -325,13 +418,14 @@ def _hide_deliberate_disconnects() -> None:
 
 
 def child_main() -> int:
-    """The process mode's child: argv HOST PORT, the config as JSON on stdin."""
+    """The process mode's child: argv HOST PORT [PROCESSES], the config as JSON on stdin."""
     host, port = sys.argv[1], int(sys.argv[2])
+    processes = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     config = config_from_json(json.loads(sys.stdin.read()))
 
     def ready(line: str) -> None:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
-    serve(config, host=host, port=port, ready=ready)
+    serve(config, host=host, port=port, ready=ready, processes=processes)
     return 0

@@ -8,12 +8,12 @@ stats. Counting only: it decides nothing and reads no clock.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from runner.cluster import ClusterStats
 from runner.mockserver.config import FAULT_KINDS, FaultKind
 
-__all__ = ["ServerCounters", "ServerStats", "StatsBody", "render_prometheus"]
+__all__ = ["ProcessStats", "ServerCounters", "ServerStats", "StatsBody", "render_prometheus"]
 
 
 class ServerStats(TypedDict):
@@ -31,14 +31,25 @@ class ServerStats(TypedDict):
     in_flight: int  # answers still being written
 
 
+class ProcessStats(TypedDict):
+    """One process of a multi-process mock (`--processes N`)."""
+
+    role: Literal["state", "http"]  # the one state owner, or an HTTP front
+    pid: int
+    cpu_s: float  # its CPU time (user + system)
+    requests: int  # completion requests it answered (a front; 0 for the state owner)
+
+
 class StatsBody(TypedDict):
     """`GET /stats`."""
 
     model: str
     uptime_s: float
-    process_cpu_s: float  # this server process's CPU time (user + system)
-    server: ServerStats
+    # This server's CPU time (user + system): with --processes N, the sum over its processes.
+    process_cpu_s: float
+    server: ServerStats  # with --processes N, the fronts' counters summed
     cluster: ClusterStats
+    processes: NotRequired[list[ProcessStats]]  # with --processes N only: each process
 
 
 class ServerCounters:

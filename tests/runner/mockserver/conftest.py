@@ -9,6 +9,7 @@ httpx client and small helpers for the requests the tests send.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,6 +21,9 @@ from runner.cluster import ClusterConfig
 from runner.mockserver import FaultConfig, MockServerConfig, MockServerHandle, start_mock_server
 
 MODEL = "mock-model"
+# Every test here can be run against the multi-process mock (N HTTP fronts, one state owner):
+# AIPERF_TEST_MOCK_PROCESSES=2 pytest tests/runner/mockserver. test_processes.py always does.
+PROCESSES = int(os.environ.get("AIPERF_TEST_MOCK_PROCESSES", "1"))
 
 
 def words(count: int, tag: str = "w") -> str:
@@ -100,8 +104,8 @@ MockFactory = Callable[..., Mock]
 
 
 @pytest.fixture(scope="session")
-def _running() -> Iterator[dict[MockServerConfig, MockServerHandle]]:
-    running: dict[MockServerConfig, MockServerHandle] = {}
+def _running() -> Iterator[dict[tuple[MockServerConfig, int], MockServerHandle]]:
+    running: dict[tuple[MockServerConfig, int], MockServerHandle] = {}
     yield running
     # Stopped side by side: each stop waits out uvicorn's 0.1 s ticks and shutdown pause.
     stoppers = [threading.Thread(target=handle.stop) for handle in running.values()]
@@ -112,10 +116,13 @@ def _running() -> Iterator[dict[MockServerConfig, MockServerHandle]]:
 
 
 @pytest.fixture
-def mock(_running: dict[MockServerConfig, MockServerHandle]) -> Iterator[MockFactory]:
+def mock(
+    _running: dict[tuple[MockServerConfig, int], MockServerHandle],
+) -> Iterator[MockFactory]:
     """`mock(workers=4, time_scale=0.0, faults=FaultConfig(...), ...)` → a reset Mock.
 
-    Keyword arguments: ClusterConfig fields, plus `faults`, `api_key` and `model`.
+    Keyword arguments: ClusterConfig fields, plus `faults`, `api_key`, `model` and
+    `processes` (HTTP front processes; default PROCESSES).
     """
     opened: list[Mock] = []
 
@@ -124,6 +131,7 @@ def mock(_running: dict[MockServerConfig, MockServerHandle]) -> Iterator[MockFac
         faults: FaultConfig | None = None,
         api_key: str | None = None,
         model: str = MODEL,
+        processes: int | None = None,
         **cluster: Any,
     ) -> Mock:
         cluster.setdefault("workers", 4)
@@ -134,9 +142,10 @@ def mock(_running: dict[MockServerConfig, MockServerHandle]) -> Iterator[MockFac
             faults=faults if faults is not None else FaultConfig(),
             cluster=ClusterConfig(**cluster),
         )
-        handle = _running.get(config)
+        key = (config, PROCESSES if processes is None else processes)
+        handle = _running.get(key)
         if handle is None:
-            handle = _running[config] = start_mock_server(config)
+            handle = _running[key] = start_mock_server(config, processes=key[1])
         server = Mock(handle, api_key)
         opened.append(server)
         return server
