@@ -16,6 +16,7 @@ import resource
 from typing import Any, Final, Literal, NotRequired, Protocol, TypedDict
 
 from runner.affinity.placement import PlacementFigures
+from runner.ending import EndingJson, RunStatus
 from runner.metrics import LatencyTimeSeries, RequestRecord, RunMetrics, SeriesPoint
 from runner.metrics.aggregate import RequestStats
 from runner.metrics.histogram import PercentileSummary
@@ -32,7 +33,6 @@ __all__ = [
     "InferenceWorkerArrays",
     "ListSink",
     "RecordDict",
-    "RunStatus",
     "Sink",
     "Snapshot",
     "SnapshotBuilder",
@@ -41,7 +41,6 @@ __all__ = [
     "summary_figures",
 ]
 
-RunStatus = Literal["succeeded", "failed", "cancelled"]
 RecordDict = RequestRecordJson
 
 # The summary's stable keys (docs/product.md §6), in the order a report shows them: counts first,
@@ -194,7 +193,8 @@ class Summary(TypedDict, total=False):
     itl_ms: PercentileSummary
     latency_ms: PercentileSummary
     status: RunStatus
-    stopped_reason: str | None
+    stopped_reason: str | None  # ended_by's detail when the run did not succeed
+    ended_by: EndingJson  # why it ended (runner.ending): by, detail, early
     unavailable: dict[str, str]  # metric -> why the target could not provide it
     length_scale: float  # the factor asked or fitted, when not 1 (blocks round it down)
     goodput: Goodput

@@ -16,13 +16,14 @@ import gc
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from runner.client import EndpointInfo, preflight
+from runner.ending import Ending, RunStatus
 from runner.errors import SpecError, Stopped
 from runner.fleet import FleetPlan, LocalHosts, fleet_loop, host_groups
 from runner.metrics.histogram import LatencyHistogram
-from runner.output import LATENCY_KEYS, SUMMARY_KEYS, RunStatus, Sink, Summary
+from runner.output import LATENCY_KEYS, SUMMARY_KEYS, Sink, Summary
 from runner.servermetrics import ServerMetricsScraper, scrape_headers
 from runner.sim.simulator import SimConfig, simulate
 from runner.spec import EndpointTarget, RunSpec, SimulatedTarget, Workload
@@ -43,8 +44,11 @@ _T = TypeVar("_T")
 @dataclass(frozen=True, slots=True)
 class RunResult:
     summary: Summary
-    status: RunStatus
-    stopped_reason: str | None  # why it ended early; None when it ran its course
+    ended_by: Ending  # why it ended, as the driver or the scheduler decided (runner.ending)
+
+    @property
+    def status(self) -> RunStatus:
+        return self.ended_by.status
 
 
 def load_workload(
@@ -155,7 +159,7 @@ async def run_async(
         summary["unavailable"] = unavailable
         if "prefix_cache_hit_ratio" in unavailable:
             summary["prefix_cache_hit_ratio"] = None
-    return _finish(summary, result.stopped_reason)
+    return _finish(summary, result.ended_by)
 
 
 async def _check_endpoint(
@@ -290,11 +294,10 @@ def _simulate(
         slo_ms=spec.slo_ms,
     )
     result = simulate(trees, config, sink=sink, stop=stop)
-    reason = "cancelled" if result.cancelled else result.stopped_reason
     summary = cast(Summary, result.summary)
     if spec.length_scale != 1:
         summary["length_scale"] = spec.length_scale
-    return _finish(summary, reason)
+    return _finish(summary, result.ended_by)
 
 
 def _metrics_scraper(target: EndpointTarget, sink: Sink | None) -> ServerMetricsScraper:
@@ -395,15 +398,11 @@ def _stopped_before_start(stopped: Stopped, sink: Sink | None) -> RunResult:
     summary["prefix_cache_hit_ratio"] = None
     for name in LATENCY_KEYS:
         summary[name] = LatencyHistogram().summary()
-    return _finish(cast(Summary, summary), "cancelled")
+    return _finish(cast(Summary, summary), Ending.cancelled(str(stopped)))
 
 
-def _finish(summary: Summary, stopped_reason: str | None) -> RunResult:
-    status: Literal["succeeded", "failed", "cancelled"] = "succeeded"
-    if stopped_reason == "cancelled":
-        status = "cancelled"
-    elif stopped_reason is not None:
-        status = "failed"
-    summary["status"] = status
-    summary["stopped_reason"] = stopped_reason
-    return RunResult(summary=summary, status=status, stopped_reason=stopped_reason)
+def _finish(summary: Summary, ended: Ending) -> RunResult:
+    summary["status"] = ended.status
+    summary["stopped_reason"] = ended.stopped_reason
+    summary["ended_by"] = ended.to_json()
+    return RunResult(summary=summary, ended_by=ended)

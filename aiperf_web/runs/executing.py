@@ -16,6 +16,7 @@ import logging
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,6 +39,7 @@ from aiperf_web.runs.sink import DatabaseAway, RunSink, db_retry
 from aiperf_web.scenarios.services import TRACE_REF, trace_content
 from runner import (
     BadInput,
+    Ending,
     EndpointTarget,
     RunnerError,
     RunSpec,
@@ -270,9 +272,9 @@ def _execute(*, run_uuid: str) -> str:
     """Run the claimed run's engine with a storing sink and finish it; then its last log
     lines and webhooks, and a ticket for the runs waiting, if any."""
     try:
-        status = _execute_claimed(run_uuid=run_uuid)
-        _run_ended(run_uuid=run_uuid)
-        return status
+        outcome = _execute_claimed(run_uuid=run_uuid)
+        _run_ended(run_uuid=run_uuid, outcome=outcome)
+        return outcome.status
     finally:
         ticket_if_waiting()
 
@@ -319,28 +321,72 @@ def _started_line(spec: RunSpec, run_obj: Run) -> str:
     )
 
 
-def _stop_line(run_obj: Run) -> tuple[str, str]:
-    """(level, line): why the run ended, in a person's words."""
-    summary = run_obj.summary or {}
-    spec = run_obj.spec or {}
+# -- how a run ended: its status, the row's reason and the log's stop line, decided here -------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A run's end as the service stores and tells it: `status` and the row's `reason` (why it
+    failed; for a success that stopped before its limits, why), and the log's stop line."""
+
+    status: Status
+    reason: str
+    level: Literal["info", "warning", "error"]
+    line: str
+
+
+def _failed(reason: str) -> Outcome:
+    first = (reason or "failed").splitlines()[0][:300]
+    return Outcome(Status.FAILED, reason or "failed", "error", f"stopped: failed ({first})")
+
+
+_CANCELLED = Outcome(Status.CANCELLED, "cancelled", "warning", "stopped: cancelled")
+
+
+def run_outcome(
+    ended: Ending,
+    *,
+    cut_by_stop: int = 0,
+    cancel_requested: bool = False,
+    timed_out: bool = False,
+    storing_failed: str | None = None,
+) -> Outcome:
+    """The engine's `ended_by` (runner.ending) and what only the service knows (the results
+    could not be stored, a person asked to cancel, the run's time limit: both stop the engine,
+    which then says `cancelled`) as the run's outcome."""
+    if storing_failed is not None:
+        return _failed(f"storing results failed: {storing_failed}")
+    if cancel_requested:
+        return _CANCELLED
+    if timed_out:
+        return _failed("stopped at the run's time limit")
+    if ended.status == "cancelled":
+        return _CANCELLED
+    if ended.status == "failed":
+        return _failed(ended.detail)
+    tail = (
+        f"; {cut_by_stop} requests in flight were cut by the stop (not errors)"
+        if cut_by_stop
+        else ""
+    )
+    # Succeeded: by its own limit, or (early) because the workload ran out before them.
+    return Outcome(
+        Status.SUCCEEDED,
+        ended.detail if ended.early else "",
+        "info",
+        f"stopped: {ended.detail}{tail}",
+    )
+
+
+def _stored_outcome(run_obj: Run) -> Outcome:
+    """The outcome of a run whose end another wrote first (the stale-run reaper): its row."""
     if run_obj.status == Status.CANCELLED:
-        return "warning", "stopped: cancelled"
+        return _CANCELLED
     if run_obj.status == Status.FAILED:
-        reason = (run_obj.reason or "failed").splitlines()[0][:300]
-        return "error", f"stopped: failed ({reason})"
-    if run_obj.reason:  # succeeded, but ended early (a stalled simulated clock, say)
-        why = run_obj.reason[:300]
-    elif spec.get("duration_s") and (summary.get("elapsed_s") or 0) >= spec["duration_s"] - 0.5:
-        why = f"its duration ({spec['duration_s']:g} s) was reached"
-    elif spec.get("max_requests") and (summary.get("requests") or 0) >= spec["max_requests"]:
-        why = f"its request count ({spec['max_requests']}) was reached"
-    elif spec.get("max_trees") and (summary.get("trees_started") or 0) >= spec["max_trees"]:
-        why = f"its tree count ({spec['max_trees']}) was reached"
-    else:
-        why = "the workload ran to its end"
-    cut = summary.get("cut_by_stop") or 0
-    tail = f"; {cut} requests in flight were cut by the stop (not errors)" if cut else ""
-    return "info", f"stopped: {why}{tail}"
+        return _failed(run_obj.reason)
+    return Outcome(
+        Status.SUCCEEDED, run_obj.reason, "info", f"stopped: {run_obj.reason or 'succeeded'}"
+    )
 
 
 def _saved_line(run_obj: Run) -> str:
@@ -356,23 +402,29 @@ def _saved_line(run_obj: Run) -> str:
     )
 
 
-def _run_ended(*, run_uuid: str) -> None:
+def _run_ended(*, run_uuid: str, outcome: Outcome) -> None:
     """After the final save: the log's stop and saved lines, then the run-end webhooks. Never
     raises: the run's outcome is stored, and nothing here may change it."""
     try:
         run_obj = Run.objects.select_related("team", "scenario").get(uuid=run_uuid)
-        level, line = _stop_line(run_obj)
-        run_log(run_obj=run_obj, level=level, message=line)
+        if run_obj.status != outcome.status:
+            outcome = _stored_outcome(run_obj)  # another ended it first: its verdict stands
+        run_log(run_obj=run_obj, level=outcome.level, message=outcome.line)
         run_log(run_obj=run_obj, level="info", message=_saved_line(run_obj))
     except Exception:
         log.exception("run %s: writing its end to the run log failed", run_uuid)
         return
-    for receiver, outcome in run_ended.send_robust(sender=Run, run_obj=run_obj):
-        if isinstance(outcome, Exception):
-            log.error("run %s: %r failed at its end: %r", run_uuid, receiver, outcome)
+    for receiver, answer in run_ended.send_robust(sender=Run, run_obj=run_obj):
+        if isinstance(answer, Exception):
+            log.error("run %s: %r failed at its end: %r", run_uuid, receiver, answer)
 
 
-def _execute_claimed(*, run_uuid: str) -> str:
+def _ended(run_obj: Run, outcome: Outcome, **saved: Any) -> Outcome:
+    _finish(run_obj=run_obj, status=outcome.status, reason=outcome.reason, **saved)
+    return outcome
+
+
+def _execute_claimed(*, run_uuid: str) -> Outcome:
     run_obj = Run.objects.select_related("endpoint").get(uuid=run_uuid)
     stop = threading.Event()
     sink: RunSink | None = None
@@ -382,8 +434,7 @@ def _execute_claimed(*, run_uuid: str) -> str:
         try:
             spec = spec_parse(run_obj.spec)
         except Invalid as exc:
-            _finish(run_obj=run_obj, status=Status.FAILED, reason=f"invalid stored spec: {exc}")
-            return Status.FAILED
+            return _ended(run_obj, _failed(f"invalid stored spec: {exc}"))
         run_log(run_obj=run_obj, level="info", message=_started_line(spec, run_obj))
         if isinstance(spec.target, EndpointTarget):
             check_outbound_url(spec.target.url)
@@ -407,24 +458,19 @@ def _execute_claimed(*, run_uuid: str) -> str:
             result = run(spec, sink=sink, stop=stop, fleet=fleet_plan(spec))
         sink.close()
         summary = dict(result.summary)
-        if sink.failure is not None:
-            status, reason = Status.FAILED, f"storing results failed: {sink.failure}"
-        elif watcher.cancelled or result.status == "cancelled":
-            status, reason = Status.CANCELLED, "cancelled"
-        elif watcher.timed_out:
-            status, reason = Status.FAILED, "stopped at the run's time limit"
-        elif result.status == "failed":
-            status, reason = Status.FAILED, result.stopped_reason or "failed"
-        else:
-            status, reason = Status.SUCCEEDED, result.stopped_reason or ""
-        _finish(run_obj=run_obj, status=status, reason=reason, summary=summary, sink=sink)
-        return status
+        outcome = run_outcome(
+            result.ended_by,
+            cut_by_stop=result.summary.get("cut_by_stop") or 0,
+            cancel_requested=watcher.cancelled,
+            timed_out=watcher.timed_out,
+            storing_failed=None if sink.failure is None else str(sink.failure),
+        )
+        return _ended(run_obj, outcome, summary=summary, sink=sink)
     except (RunnerError, Invalid) as exc:
         # The engine's own one-line messages (preflight, bad trace, bad spec).
         if sink is not None:
             sink.close()
-        _finish(run_obj=run_obj, status=Status.FAILED, reason=str(exc), sink=sink)
-        return Status.FAILED
+        return _ended(run_obj, _failed(str(exc)), sink=sink)
     except BaseException as exc:
         # Anything else is our bug or the machine's: the log gets the traceback, the person a
         # line. BaseException: Celery's SoftTimeLimitExceeded and worker shutdown included.
@@ -434,15 +480,12 @@ def _execute_claimed(*, run_uuid: str) -> str:
                 sink.close()
             except Exception:
                 log.exception("run %s: storing the last records failed", run_uuid)
-        _finish(
-            run_obj=run_obj,
-            status=Status.FAILED,
-            reason=f"internal error: {type(exc).__name__}: {str(exc)[:300]}",
-            sink=sink,
+        outcome = _ended(
+            run_obj, _failed(f"internal error: {type(exc).__name__}: {str(exc)[:300]}"), sink=sink
         )
         if not isinstance(exc, Exception):
             raise
-        return Status.FAILED
+        return outcome
     finally:
         if watcher is not None:
             watcher.done.set()

@@ -113,11 +113,14 @@ def run(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         print_table(_for_table(dict(summary)), title="replay summary")
-    if result.status == "cancelled":
+    ended = result.ended_by
+    if ended.status == "cancelled":
         return 130
-    if result.stopped_reason is not None:
-        sys.stderr.write(f"error: run stopped early: {result.stopped_reason}\n")
+    if ended.status == "failed":
+        sys.stderr.write(f"error: run stopped early: {ended.detail}\n")
         return 1
+    if ended.early:
+        sys.stderr.write(f"note: {ended.detail}\n")
     return 0
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args
 
 from runner.credit import Credit
+from runner.ending import EndedBy, Ending, limit_words
 from runner.errors import SpecError
 from runner.limits import MAX_SESSIONS_AT_ONCE
 from runner.metrics.histogram import LatencyHistogram
@@ -239,6 +240,8 @@ class ReplayScheduler:
         self._schedule_start_s = 0.0  # run time the schedule's offsets count from
         self.stopped = False
         self.stopped_at_s: float | None = None  # run time issuing stopped, when known
+        # Which of its own limits stopped issuing or refused a tree or an arrival (`ending`).
+        self._limit: EndedBy | None = None
         self.last_tree_start_s: float | None = None
         # Counters for the run summary.
         self.issued = 0
@@ -288,7 +291,7 @@ class ReplayScheduler:
             return []
         config = self.config
         if config.duration_s is not None and now_s >= config.duration_s:
-            self._stop(config.duration_s)  # nothing is issued at or after the duration
+            self._stop(config.duration_s, EndedBy.DURATION)  # nothing issued at or after it
             return []
         heap = self._heap
         credits: list[Credit] = []
@@ -302,7 +305,7 @@ class ReplayScheduler:
                 # aiperf's pre_session_spawns: these children start with the turn, not after.
                 self._spawn_children(live, turn_index, now_s, on_issue=True)
             if config.max_requests is not None and self.issued >= config.max_requests:
-                self._stop(now_s)
+                self._stop(now_s, EndedBy.MAX_REQUESTS)
         return credits
 
     def on_return(self, credit: Credit, now_s: float, *, session_over: bool = False) -> None:
@@ -312,7 +315,7 @@ class ReplayScheduler:
             return
         end_s = self.config.duration_s
         if end_s is not None and now_s >= end_s and not self.stopped:
-            self._stop(end_s)  # a return after the end spawns and schedules nothing
+            self._stop(end_s, EndedBy.DURATION)  # a return after the end spawns nothing
         run = live.run
         if credit.priming and not session_over:
             # Its children were accounted when the tree was split at t*: just resume.
@@ -357,6 +360,33 @@ class ReplayScheduler:
         """Trees a stop (or a lost session) kept from completing: drained with a session ended
         early or children never spawned, plus, once the run is over, every instance left."""
         return self._trees_cut + (len(self._runs) if self.finished else 0)
+
+    def ending(self, now_s: float) -> Ending:
+        """Why a run that nothing stopped from outside ended: the limit it reached, or the
+        workload running out (before the limits it set: `early`)."""
+        config = self.config
+        by = self._limit
+        if by is EndedBy.DURATION and config.duration_s is not None:
+            return Ending(by, limit_words(by, config.duration_s))
+        if by is EndedBy.MAX_REQUESTS and config.max_requests is not None:
+            return Ending(by, limit_words(by, config.max_requests))
+        if by is EndedBy.MAX_TREES and config.max_trees is not None:
+            return Ending(by, limit_words(by, config.max_trees))
+        short = []
+        if config.duration_s is not None:
+            short.append(f"its duration ({config.duration_s:g} s)")
+        if config.max_requests is not None:
+            short.append(f"its request count ({config.max_requests})")
+        if config.max_trees is not None:
+            short.append(f"its tree count ({config.max_trees})")
+        if not short:
+            return Ending(EndedBy.COMPLETED, "the workload ran to its end")
+        return Ending(
+            EndedBy.COMPLETED,
+            f"the workload ran out at {now_s:.1f} s, {self.issued} requests and "
+            f"{self.trees_started} trees in, before {' or '.join(short)}",
+            early=True,
+        )
 
     def issuing_window_s(self) -> float | None:
         """Run time over which trees could start: up to the stop (None when the stop's
@@ -417,8 +447,12 @@ class ReplayScheduler:
         if self.stopped:
             return True
         if config.max_trees is not None and self.trees_started >= config.max_trees:
+            self._limit = self._limit or EndedBy.MAX_TREES
             return True
-        return config.duration_s is not None and now_s >= config.duration_s
+        if config.duration_s is not None and now_s >= config.duration_s:
+            self._limit = self._limit or EndedBy.DURATION
+            return True
+        return False
 
     def _begin(self, template: Tree, lane: int, now_s: float) -> tuple[_TreeRun, _Live]:
         self._tree_counter += 1
@@ -518,8 +552,10 @@ class ReplayScheduler:
             # would also poison the heap's order and every figure derived from it).
             return
         if config.max_trees is not None and number >= config.max_trees:
+            self._limit = self._limit or EndedBy.MAX_TREES
             return
         if config.duration_s is not None and at_s >= config.duration_s:
+            self._limit = self._limit or EndedBy.DURATION
             return
         self._seq += 1
         heapq.heappush(self._heap, (at_s, self._seq, None, number, False))
@@ -718,11 +754,13 @@ class ReplayScheduler:
             arrived_s, number = self._waiting.popleft()
             self._start_arrival(number % len(self._trees), arrived_s, now_s)
 
-    def _stop(self, at_s: float | None) -> None:
+    def _stop(self, at_s: float | None, limit: EndedBy | None = None) -> None:
         if self.stopped:
             return
         self.stopped = True
         self.stopped_at_s = at_s
+        if limit is not None:
+            self._limit = limit
         self._heap.clear()
         self.arrivals_unstarted += len(self._waiting)
         self._waiting.clear()

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from runner.cluster import Cluster, ClusterConfig, ClusterRequest, Rejection
 from runner.dynamo import PARENT_SESSION_HEADER, SESSION_HEADER
+from runner.ending import EndedBy, Ending
 from runner.errors import ErrorCategory
 from runner.metrics import RequestRecord, RunMetrics
 from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
@@ -56,9 +57,8 @@ class SimResult:
     metrics: RunMetrics
     engine: Engine
     cluster: Cluster
+    ended_by: Ending
     records: list[RequestRecord] | None = None
-    cancelled: bool = False  # `stop` ended it before its own stop conditions
-    stopped_reason: str | None = None  # why it ended early besides a cancel (a stalled clock)
 
 
 def simulate(
@@ -100,7 +100,7 @@ def simulate(
     replay = config.replay
     # Only a run without a count to end it can stall for ever.
     watch_stall = replay.max_requests is None and replay.max_trees is None
-    stalled_reason: str | None = None
+    stalled: Ending | None = None
     still_since = 0  # the event count when the clock last moved
     clock_s = 0.0
     engine.start(0.0)
@@ -112,11 +112,12 @@ def simulate(
                 break
             if now_s > clock_s:
                 clock_s, still_since = now_s, events
-            elif watch_stall and stalled_reason is None and events - still_since > STALL_EVENTS:
-                stalled_reason = (
+            elif watch_stall and stalled is None and events - still_since > STALL_EVENTS:
+                stalled = Ending(
+                    EndedBy.CLOCK_STALLED,
                     f"the simulated clock stood still at {now_s:.6g} s for {STALL_EVENTS:,} "
                     "events: the cluster answers instantly (time_scale 0) and the workload "
-                    "never waits; use time_scale > 0, recorded delays, or max_requests"
+                    "never waits; use time_scale > 0, recorded delays, or max_requests",
                 )
                 engine.scheduler.stop(now_s)
         due = engine.next_due()
@@ -148,8 +149,10 @@ def simulate(
                 pending = []
             sink.snapshot(_snapshot(builder, cluster, now_s, wall_start, len(done)))
             next_snapshot_s = now_s + config.snapshot_interval_s
+    ended = stalled or engine.scheduler.ending(now_s)
     if cancelled:
         engine.scheduler.stop(now_s)
+        ended = Ending.cancelled()
     elapsed_s = now_s
     summary = run_summary(
         engine, metrics, elapsed_s=elapsed_s, server_bound_keys=cluster.bound_keys(now_s)
@@ -158,7 +161,7 @@ def simulate(
         if pending:
             sink.records(pending)
         sink.snapshot(_snapshot(builder, cluster, now_s, wall_start, len(done), final=True))
-    return SimResult(summary, metrics, engine, cluster, records, cancelled, stalled_reason)
+    return SimResult(summary, metrics, engine, cluster, ended, records)
 
 
 def _submit(

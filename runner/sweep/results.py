@@ -14,7 +14,8 @@ from typing import Any, Final, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from runner.output import RecordDict, RunStatus, Sink, Snapshot
+from runner.ending import RunStatus
+from runner.output import RecordDict, Sink, Snapshot
 from runner.sweep.spec import PERCENTILES, Point, SweepSpec, Validity
 from runner.sweep.stats import wilson_interval
 from runner.validity import problems

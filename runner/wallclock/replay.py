@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from runner.client import ResponseResult, Timeouts
+from runner.ending import EndedBy, Ending
 from runner.metrics import RequestRecord, RunMetrics
 from runner.metrics.records import ErrorCategory
 from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
@@ -28,7 +29,7 @@ from runner.servermetrics import ViewProvider
 from runner.summary import run_summary
 from runner.trace import Trace
 from runner.wallclock.load import LoopLoad
-from runner.wallclock.sender import LocalSender, RemoteWorkers, RequestSender
+from runner.wallclock.sender import LocalSender, PostingSender, RemoteWorkers, RequestSender
 from runner.wallclock.served import ServedIndex
 
 __all__ = ["DRAIN_GRACE_S", "LiveConfig", "LiveResult", "replay_live"]
@@ -74,7 +75,7 @@ class LiveResult:
     summary: dict[str, Any]
     metrics: RunMetrics
     engine: Engine
-    stopped_reason: str | None = None  # why the run ended early, None when it ran its course
+    ended_by: Ending
 
 
 async def replay_live(
@@ -135,13 +136,15 @@ class _LiveRun:
             want_worker_id=config.want_worker_id,
             ignore_eos=config.ignore_eos,
         )
+        # A sender that takes dispatches without a task each (runner/fleet), else None.
+        self.posting = self.sender if isinstance(self.sender, PostingSender) else None
         self.t0 = time.perf_counter()
         self.tasks: set[asyncio.Task[None]] = set()  # to cancel and await at the end
         self.load: LoopLoad | None = None  # the client's own load (from run() on)
         self.sending = 0  # requests whose task has not ended yet
         self.wake = asyncio.Event()
         self.consecutive_failures = 0
-        self.stopped_reason: str | None = None
+        self.ended: Ending | None = None  # a stop of the driver's own; else the scheduler's
         self.pending_records: list[RecordDict] = []
         self.drain_deadline: float | None = None  # when in-flight requests get cancelled
         self.workers_lost: list[dict[str, float]] = []  # {"worker", "at_s"}, in order
@@ -155,7 +158,7 @@ class _LiveRun:
         last = len(self.workers_lost) >= self.config.engine.client_workers
         if last:
             # Nobody left to send: the run ends, with what was measured.
-            self.stopped_reason = self.stopped_reason or "every client worker was lost"
+            self.ended = self.ended or Ending(EndedBy.WORKERS_LOST, "every client worker was lost")
         else:
             self.engine.lose_worker(worker)
         if self.sink is not None:
@@ -200,12 +203,11 @@ class _LiveRun:
         engine.start(0.0)
         next_snapshot = config.snapshot_interval_s
         while True:
-            if stop.is_set() and self.stopped_reason is None:
-                self.stopped_reason = "cancelled"
-            if self.stopped_reason is not None and not scheduler.stopped:
+            if stop.is_set() and self.ended is None:
+                self.ended = Ending.cancelled()
+            if self.ended is not None and not scheduler.stopped:
                 scheduler.stop(self.now())
-                for task in self.tasks:
-                    task.cancel()
+                self._cancel_sending()
             if scheduler.finished and not self.sending:
                 break
             now = self.now()
@@ -213,11 +215,14 @@ class _LiveRun:
                 if self.drain_deadline is None:
                     self.drain_deadline = now + DRAIN_GRACE_S
                 elif now >= self.drain_deadline:
-                    for task in self.tasks:
-                        task.cancel()
+                    self._cancel_sending()
+            posting = self.posting
             for dispatch in engine.dispatch_due(now):
-                task = asyncio.create_task(self._send(dispatch))
                 self.sending += 1
+                if posting is not None and dispatch.error is None:
+                    posting.post(dispatch, self._posted)
+                    continue
+                task = asyncio.create_task(self._send(dispatch))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
             if self.sink is not None and now >= next_snapshot:
@@ -244,8 +249,9 @@ class _LiveRun:
         relay.cancel()
         await load.stop()  # before the final snapshot: its read needs no running probe
         elapsed_s = self.now()
+        ended = self.ended or scheduler.ending(elapsed_s)
         summary = run_summary(engine, self.metrics, elapsed_s=elapsed_s)
-        summary["stopped_reason"] = self.stopped_reason
+        summary["stopped_reason"] = ended.stopped_reason
         summary["migrations"] = _matrix(engine.caches.migrations)
         if self.workers_lost:
             summary["client_workers_lost"] = list(self.workers_lost)
@@ -261,7 +267,7 @@ class _LiveRun:
             }
         if self.sink is not None:
             self._publish(final=True)
-        return LiveResult(summary, self.metrics, engine, self.stopped_reason)
+        return LiveResult(summary, self.metrics, engine, ended)
 
     def _publish(self, *, final: bool) -> None:
         """Records first, then the snapshot that counts them: a consumer never sees a
@@ -276,6 +282,17 @@ class _LiveRun:
     async def _relay_stop(self, stop: asyncio.Event) -> None:
         await stop.wait()
         self.wake.set()
+
+    def _cancel_sending(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        if self.posting is not None:
+            self.posting.cancel_posted()
+
+    def _posted(self, dispatch: Dispatch, result: ResponseResult) -> None:
+        """A posted dispatch's outcome (PostingSender): what `_send` does after its await."""
+        self.sending -= 1
+        self._finish(dispatch, result, None)
 
     async def _send(self, dispatch: Dispatch) -> None:
         if dispatch.error is not None:
@@ -323,19 +340,21 @@ class _LiveRun:
         elif category != "cancelled" and not self._known_loss(dispatch, category):
             self.consecutive_failures += 1
             threshold = self.config.failure_threshold
-            if threshold and self.consecutive_failures >= threshold and not self.stopped_reason:
-                self.stopped_reason = (
+            if threshold and self.consecutive_failures >= threshold and not self.ended:
+                self.ended = Ending(
+                    EndedBy.FAILURES_IN_A_ROW,
                     f"{threshold} requests in a row failed (last: {category}"
-                    f"{': ' + result.error_detail if result and result.error_detail else ''})"
+                    f"{': ' + result.error_detail if result and result.error_detail else ''})",
                 )
         share = self.config.stop_error_share
-        if share is not None and category is not None and not self.stopped_reason:
+        if share is not None and category is not None and not self.ended:
             overall = self.metrics.overall
             finished = overall.finished
             if finished >= ERROR_SHARE_MIN_FINISHED and overall.errors > share * finished:
-                self.stopped_reason = (
+                self.ended = Ending(
+                    EndedBy.ERROR_SHARE,
                     f"{overall.errors} of {finished} requests failed "
-                    f"({overall.errors / finished:.1%} > {share:.0%}; last: {category})"
+                    f"({overall.errors / finished:.1%} > {share:.0%}; last: {category})",
                 )
         self.engine.complete(dispatch, now, error=category, served_by=record.inference_worker)
         self.wake.set()
@@ -395,6 +414,8 @@ class _LiveRun:
         )
 
     async def close(self) -> None:
+        if self.posting is not None:
+            self.posting.cancel_posted()
         for task in list(self.tasks):
             task.cancel()
         if self.tasks:

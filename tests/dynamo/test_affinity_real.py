@@ -107,7 +107,7 @@ def header_runs(real_dynamo: DynamoCluster) -> HeaderRuns:
 
 def test_preflight_finds_the_header_generation_with_affinity_on(header_runs: HeaderRuns) -> None:
     result, _ = header_runs("lineage")
-    assert result.status == "succeeded", result.stopped_reason
+    assert result.status == "succeeded", result.ended_by
 
 
 def test_nvext_affinity_stops_at_preflight_naming_dynamo_headers(

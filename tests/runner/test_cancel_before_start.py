@@ -14,6 +14,7 @@ import pytest
 
 import runner
 from runner import ListSink, RunSpec, parse_spec, run, run_async
+from runner.ending import EndedBy
 
 # ~300 default trees is the size cap's order of magnitude: seconds of generation; these tests
 # stop within the first few trees.
@@ -55,7 +56,8 @@ def test_a_stop_during_synthetic_generation_cancels_a_simulated_run_with_the_wor
     sink = ListSink()
     stop = _SetAfterChecks(200)  # one look per generated turn: a few trees in
     result = run(_spec({"kind": "simulated", "time_scale": 0.1}), sink=sink, stop=stop)
-    assert result.status == "cancelled" and result.stopped_reason == "cancelled"
+    assert result.status == "cancelled" and result.ended_by.by == EndedBy.CANCELLED
+    assert result.ended_by.detail.startswith("cancelled while")
     assert 1 <= _stopped_at_tree(sink) < TREES
     assert result.summary["requests"] == 0 and not sink.snapshots and not sink.record_list
 

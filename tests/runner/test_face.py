@@ -21,6 +21,7 @@ from runner import (
     parse_spec,
     run,
 )
+from runner.ending import EndedBy
 from runner.limits import MAX_CONCURRENCY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,7 +168,7 @@ def test_a_stop_set_before_a_simulated_run_cancels_it_keeping_the_partial_result
     # simulator starts (test_cancel_before_start.py).
     traces = runner.load_workload(spec.workload, seed=spec.seed)
     result = run(spec, traces=traces, sink=sink, stop=stop)
-    assert result.status == "cancelled" and result.stopped_reason == "cancelled"
+    assert result.status == "cancelled" and result.ended_by.by == EndedBy.CANCELLED
     assert sink.snapshots[-1]["requests"] == result.summary["requests"]
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from runner.cli.options import add_endpoint_options, add_workload_options, build_spec
 from runner.cluster import ClusterConfig
+from runner.ending import EndedBy
 from runner.errors import SpecError
 from runner.mockserver import FaultConfig, MockServerConfig, start_mock_server
 from runner.replay.scheduler import ReplayConfig
@@ -126,7 +127,8 @@ def test_a_run_stops_above_its_error_share_and_its_summary_says_invalid(
     )
     result = asyncio.run(replay_live([trace], config))
     summary = result.summary
-    assert "requests failed" in (result.stopped_reason or "")
+    assert result.ended_by.by == EndedBy.ERROR_SHARE
+    assert "requests failed" in result.ended_by.detail
     assert summary["requests"] < 2000
     validity = summary["validity"]  # type: ignore[typeddict-item]
     assert validity["valid"] is False and validity["error_share"] > 0.10

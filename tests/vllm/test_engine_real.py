@@ -104,7 +104,7 @@ def test_preflight_finds_the_model_usage_and_cached_tokens(real_vllm: VllmServer
 
 
 def test_every_answer_streams_the_traces_output_length(replay: Replay) -> None:
-    assert replay.result.status == "succeeded", replay.result.stopped_reason
+    assert replay.result.status == "succeeded", replay.result.ended_by
     summary = replay.result.summary
     turns = {
         (session.id, turn.index): turn
@@ -259,6 +259,6 @@ def test_an_over_long_prompt_is_the_servers_400_with_its_reason(real_vllm: VllmS
     assert (record["status"], record["error"], record["cached_tokens"]) == (400, "http_4xx", None)
     assert result.summary["errors_by_category"] == {"http_4xx": 1}
     assert result.status == "failed"
-    reason = result.stopped_reason or ""
+    reason = result.ended_by.detail
     assert "HTTP 400" in reason
     assert f"maximum context length is {real_vllm.max_model_len} tokens" in reason

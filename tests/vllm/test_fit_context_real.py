@@ -28,7 +28,7 @@ def test_as_recorded_the_fixture_does_not_fit(real_vllm: VllmServers) -> None:
     spec = parse_spec(fixture_spec(real_vllm, max_requests=1))
     result = run(spec.with_overrides({"target": {"failure_threshold": 1}}))
     assert result.status == "failed"
-    assert "maximum context length is 4096 tokens" in (result.stopped_reason or "")
+    assert "maximum context length is 4096 tokens" in result.ended_by.detail
 
 
 def test_fit_context_replays_the_whole_fixture_without_an_error(real_vllm: VllmServers) -> None:
@@ -38,7 +38,7 @@ def test_fit_context_replays_the_whole_fixture_without_an_error(real_vllm: VllmS
     sink = ListSink()
     result = run(parse_spec(fixture_spec(real_vllm, max_trees=2, fit_context=True)), sink=sink)
     summary = result.summary
-    assert result.status == "succeeded", result.stopped_reason
+    assert result.status == "succeeded", result.ended_by
     assert summary["errors"] == 0 and summary["trees_completed"] == 2
     assert summary["requests"] == 122 == len(sink.record_list)
     assert 0.1 < summary["length_scale"] < 0.2

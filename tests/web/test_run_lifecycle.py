@@ -131,23 +131,6 @@ def test_a_live_run_log_has_the_preflight_outcome_and_the_affinity_check(
     assert order == sorted(order), text
 
 
-def test_a_cancelled_run_logs_that_it_was_cancelled(transactional_db: Any, mock_url: str) -> None:
-    world = World(mock_url)
-    run = Run.objects.create(
-        team=world.team, scenario=world.scenario, scenario_name="s", endpoint_name="e",
-        target_kind="simulated", spec={}, status=Status.CANCELLED, reason="cancelled",
-        summary={"requests": 5, "errors": 0, "cut_by_stop": 2},
-    )  # fmt: skip
-    assert executing._stop_line(run) == ("warning", "stopped: cancelled")
-    Run.objects.filter(pk=run.pk).update(status=Status.SUCCEEDED, reason="")
-    run.refresh_from_db()
-    assert executing._stop_line(run) == (
-        "info",
-        "stopped: the workload ran to its end; 2 requests in flight were cut by the stop "
-        "(not errors)",
-    )
-
-
 # -- run-end webhooks ---------------------------------------------------------------------------
 
 

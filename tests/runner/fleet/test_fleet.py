@@ -28,6 +28,7 @@ from runner import SpecError, parse_spec
 from runner.affinity.emitters import AffinityConfig, AffinityKind
 from runner.client import ResponseResult
 from runner.cluster import ClusterConfig
+from runner.ending import EndedBy, Ending
 from runner.errors import ErrorCategory
 from runner.fleet import FleetSender, RunKeys, host_groups
 from runner.fleet.host import SECRET_ENV, new_fleet_secret
@@ -406,6 +407,7 @@ def test_credits_and_results_cross_the_wire_intact():
 def test_a_run_whose_every_host_dies_ends_and_says_so(mock):
     result, _ = run_killing_hosts(mock, workers=2, victims=[0, 1], after_results=5)
     summary = result.summary
+    assert result.ended_by == Ending(EndedBy.WORKERS_LOST, "every client worker was lost")
     assert summary["stopped_reason"] == "every client worker was lost"
     assert sorted(lost["worker"] for lost in summary["client_workers_lost"]) == [0, 1]
     assert summary["fleet"]["credits"] == summary["fleet"]["results"] + sum(

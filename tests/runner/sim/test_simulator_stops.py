@@ -7,6 +7,7 @@ import time
 
 from runner import parse_spec, run
 from runner.cluster import ClusterConfig
+from runner.ending import EndedBy
 from runner.replay.scheduler import ReplayConfig
 from runner.sim.simulator import SimConfig, simulate
 from runner.trace.model import Session
@@ -22,7 +23,7 @@ def test_an_instant_cluster_with_no_waits_ends_with_a_reason_instead_of_running_
     started = time.monotonic()
     result = simulate(trees, config)
     assert time.monotonic() - started < 30
-    assert result.stopped_reason is not None and "stood still" in result.stopped_reason
+    assert result.ended_by.by == EndedBy.CLOCK_STALLED and "stood still" in result.ended_by.detail
     assert result.summary["requests"] > 0
 
 
@@ -49,4 +50,6 @@ def test_a_stalled_simulation_is_a_failed_run_that_says_why() -> None:
     )
     result = run(instant)
     assert result.status == "failed"
-    assert result.stopped_reason is not None and "time_scale" in result.stopped_reason
+    assert result.ended_by.by == EndedBy.CLOCK_STALLED
+    assert "time_scale" in result.ended_by.detail
+    assert result.summary["stopped_reason"] == result.ended_by.detail
