@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from runner.affinity.emitters import AffinityConfig, AffinityKind, HeaderSource, Scope
+from runner.affinity.emitters import AffinityConfig, AffinityKind, HeaderSource, KeyScope, Scope
 from runner.client import Timeouts
 from runner.cluster import ClusterConfig
 from runner.cluster.config import (
@@ -36,6 +36,7 @@ from runner.cluster.config import (
     RouterMode,
     canonical_dynamo_version,
 )
+from runner.dynamo import GENERATION_ALIASES, GENERATIONS, Generation, NvextActions
 from runner.errors import SpecError
 from runner.limits import (
     MAX_CLIENT_WORKERS,
@@ -74,10 +75,11 @@ __all__ = [
     "SimulatedTarget",
     "Target",
     "Workload",
+    "accepted_affinities",
     "parse_spec",
 ]
 
-AffinityActions = Literal["bind", "open"]
+AffinityActions = NvextActions
 CloseOn = Literal["tree-final", "root-final"]
 PolicyName = Literal["spawn-pin", "legacy", "least-loaded"]
 # The affinity modes only NVIDIA Dynamo reads (nvext.session_control, the X-Dynamo-* headers),
@@ -98,13 +100,42 @@ HEADER_SOURCES: tuple[str, ...] = get_args(HeaderSource)
 AFFINITY_ACTIONS: tuple[str, ...] = get_args(AffinityActions)
 CLOSE_ON: tuple[str, ...] = get_args(CloseOn)
 ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
-DYNAMO_VERSIONS: tuple[str, ...] = get_args(DynamoVersion)
+DYNAMO_VERSIONS: tuple[str, ...] = GENERATIONS
 
 # Every float in a spec is finite: an Infinity duration or NaN rate is a typo, not a wish.
 _MODEL = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
 DEFAULT_LANES = 16
+
+
+def accepted_affinities(
+    *,
+    dynamo: bool,
+    detected: bool = False,
+    generation: Generation | None = None,
+    header_affinity: bool | None = None,
+) -> tuple[str, ...]:
+    """The affinity modes a server accepts, in AFFINITIES' order: the one answer the launch
+    form, the launch service, an endpoint's page and a live run's preflight all give.
+
+    Every server keys on a plain `header` (and `none` sends nothing); only Dynamo reads the
+    DYNAMO_AFFINITIES. Until a detection ran (`detected` False) a Dynamo server is offered all
+    of them. After one (`check_affinity`: `generation` None when the server has no
+    session_control), dynamo-nvext needs a generation with session_control, and
+    dynamo-headers a generation with header affinity (or none found) where the probe did not
+    find it off (`header_affinity` None: it could not be told, so the run may try).
+    """
+    if not dynamo:
+        return tuple(mode for mode in AFFINITIES if mode not in DYNAMO_AFFINITIES)
+    if not detected:
+        return AFFINITIES
+    refused: set[str] = set()
+    if generation is None or not generation.session_control:
+        refused.add(AffinityKind.DYNAMO_NVEXT.value)
+    if header_affinity is False or (generation is not None and not generation.header_affinity):
+        refused.add(AffinityKind.DYNAMO_HEADERS.value)
+    return tuple(mode for mode in AFFINITIES if mode not in refused)
 
 
 def default_concurrency(timing: str) -> int | None:
@@ -270,10 +301,13 @@ class SimulatedTarget(BaseModel):
     )
     max_num_seqs: int = Field(default=256, ge=1, le=65536, description="batch slots per rank")
     dynamo_version: DynamoVersion = Field(
-        default="bind",
-        description="Dynamo generation: 1.2 (session_control open/close), bind (development "
-        "builds: open/bind/close), 1.6 (released 1.3-1.6: no session_control, header "
-        "affinity); 1.3 is a deprecated name for bind",
+        default=Generation.BIND.value,
+        description="Dynamo generation: "
+        + ", ".join(f"{g.value}: {g.label}" for g in Generation)
+        + "; "
+        + ", ".join(
+            f"{old} is a deprecated name for {g.value}" for old, g in GENERATION_ALIASES.items()
+        ),
     )
     session_control_kv_only: bool = Field(
         default=False, description="honour session_control only with the kv routers"
@@ -281,8 +315,12 @@ class SimulatedTarget(BaseModel):
     header_affinity_ttl_s: PositiveSeconds | None = Field(
         default=None,
         le=86_400,
-        description="X-Dynamo-Session-ID affinity idle TTL; None = off. Needs dynamo_version "
-        "1.6 or bind: with 1.2 (no header affinity) a spec that sets it is refused",
+        description="X-Dynamo-Session-ID affinity idle TTL; None = off. Needs a dynamo_version "
+        "with header affinity ("
+        + ", ".join(g.value for g in Generation if g.header_affinity)
+        + "): with "
+        + ", ".join(g.value for g in Generation if not g.header_affinity)
+        + " a spec that sets it is refused",
     )
     header_affinity_mode: HeaderAffinityMode = Field(
         default="hard",
@@ -311,10 +349,12 @@ class SimulatedTarget(BaseModel):
 
     @model_validator(mode="after")
     def _header_affinity_exists(self) -> SimulatedTarget:
-        if self.header_affinity_ttl_s is not None and self.dynamo_version == "1.2":
+        generation = Generation(self.dynamo_version)
+        if self.header_affinity_ttl_s is not None and not generation.header_affinity:
+            with_headers = " or ".join(g.value for g in Generation if g.header_affinity)
             raise ValueError(
-                "Dynamo 1.2 has no header affinity: header_affinity_ttl_s needs "
-                "dynamo_version 1.6 (or bind)"
+                f"Dynamo {generation.value} has no header affinity: header_affinity_ttl_s "
+                f"needs dynamo_version {with_headers}"
             )
         return self
 
@@ -327,7 +367,7 @@ class SimulatedTarget(BaseModel):
             block_size_tokens=self.block_size,
             capacity_blocks=self.cache_blocks,
             max_num_seqs=self.max_num_seqs,
-            dynamo_version=self.dynamo_version,
+            dynamo_version=Generation(self.dynamo_version),
             honour_session_control=not self.session_control_kv_only,
             header_affinity_ttl_s=self.header_affinity_ttl_s,
             header_affinity_mode=self.header_affinity_mode,
@@ -584,6 +624,12 @@ class RunSpec(BaseModel):
             "latency_ms": self.slo_latency_ms,
         }
         return {name: value for name, value in slos.items() if value is not None}
+
+    @property
+    def key_scope(self) -> KeyScope:
+        """What one affinity key covers: lineage (a whole agent tree), conversation, or none
+        (AffinityConfig.key_scope, the emitter's own answer)."""
+        return self.engine_config().affinity.key_scope
 
     @property
     def effective_concurrency(self) -> int:

@@ -14,6 +14,8 @@ import time
 
 import httpx
 
+from runner import Generation
+
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -51,7 +53,7 @@ class MockServer:
         port: int,
         time_scale: float,
         workers: int = 8,
-        dynamo_version: str = "1.6",
+        dynamo_version: str = Generation.V1_6.value,
         header_affinity_ttl_s: float | None = 300,
     ) -> None:
         self.port = port if port_free(port) else free_port()

@@ -17,6 +17,7 @@ from aiperf_web.core.schemas import ApiKey, BaseUrl, Headers, ModelName, Name, R
 from aiperf_web.endpoints import selectors, services
 from aiperf_web.endpoints.models import Endpoint, ServerKind
 from aiperf_web.teams.selectors import team_for_create
+from runner import GENERATIONS, Generation
 
 router = Router()
 
@@ -74,8 +75,10 @@ class AffinityOut(Schema):
     """What the endpoint's last connection test found about Dynamo session affinity."""
 
     generation: str | None = Field(
-        description="bind (development builds), open (Dynamo 1.2.x), headers (1.3 and later), "
-        "or null: no Dynamo session_control"
+        description="the Dynamo generation, as a simulated target's dynamo_version names it: "
+        + ", ".join(f"{g.value} ({g.label})" for g in Generation)
+        + "; or null: no Dynamo session_control",
+        json_schema_extra={"enum": [*GENERATIONS, None]},
     )
     header_affinity: bool | None = Field(
         description="X-Dynamo-Session-ID pins sessions; null when it cannot be told"
@@ -142,7 +145,7 @@ def _affinity_out(e: Endpoint) -> dict[str, Any] | None:
     return {
         "generation": e.affinity_generation,
         "header_affinity": e.header_affinity,
-        "usable": list(e.affinity_usable or []),
+        "usable": list(e.affinity_choices),
         "nvext_actions": e.nvext_actions,
         "headline": e.affinity_headline,
         "summary": e.affinity_summary or "",

@@ -12,7 +12,7 @@ from django.db import models
 from aiperf_web.core import limits
 from aiperf_web.core.models import PublicModel
 from aiperf_web.teams.models import Team
-from runner import AFFINITIES, DYNAMO_AFFINITIES
+from runner import NO_SESSION_CONTROL_LABEL, Generation, accepted_affinities
 
 
 class ServerKind(models.TextChoices):
@@ -20,28 +20,6 @@ class ServerKind(models.TextChoices):
     DYNAMO = "dynamo", "NVIDIA Dynamo"
     VLLM = "vllm", "vLLM"
     SGLANG = "sglang", "SGLang"
-
-
-# Which affinity emitters make sense per server kind (docs/product.md §4.5): only Dynamo reads
-# nvext.session_control and the X-Dynamo-* headers (the engine's DYNAMO_AFFINITIES); every
-# server can key on a plain header (vLLM production-stack session key, SGLang
-# X-SMG-Routing-Key, X-Session-ID). Derived from the engine's lists: a new mode needs no edit.
-AFFINITY_BY_KIND: dict[str, tuple[str, ...]] = {
-    kind: (
-        AFFINITIES
-        if kind == ServerKind.DYNAMO
-        else tuple(mode for mode in AFFINITIES if mode not in DYNAMO_AFFINITIES)
-    )
-    for kind in ServerKind
-}
-
-# Dynamo's affinity generations (docs/product.md §4.5) in plain words, by `check_affinity`'s names.
-GENERATION_LABELS: dict[str, str] = {
-    "bind": "Dynamo development build (session_control bind)",
-    "open": "Dynamo 1.2.x (session_control open/close)",
-    "headers": "Dynamo 1.3+ (header affinity)",
-}
-NO_SESSION_CONTROL = "no Dynamo session_control (nvext ignored or refused)"
 
 
 class Endpoint(PublicModel):
@@ -66,11 +44,11 @@ class Endpoint(PublicModel):
     )
     updated_at = models.DateTimeField(auto_now=True)
     # What the last connection test found (Dynamo kind only); all null until one ran, cleared
-    # when the base URL or the kind changes. `affinity_generation` null with a detection time
-    # means the server has no Dynamo session_control.
+    # when the base URL or the kind changes. `affinity_generation` is a runner.dynamo.Generation
+    # value; null with a detection time means the server has no Dynamo session_control. The
+    # modes that work follow from it and `header_affinity` (runner.accepted_affinities).
     affinity_generation = models.CharField(max_length=10, null=True, blank=True)
     header_affinity = models.BooleanField(null=True, blank=True)
-    affinity_usable = models.JSONField(null=True, blank=True)
     affinity_summary = models.TextField(null=True, blank=True)
     affinity_server_message = models.TextField(null=True, blank=True)
     affinity_detected_at = models.DateTimeField(null=True, blank=True)
@@ -92,14 +70,24 @@ class Endpoint(PublicModel):
         return self.affinity_detected_at is not None
 
     @property
+    def generation(self) -> Generation | None:
+        """The Dynamo generation the last connection test found (None: none found, or none
+        ran; a value no generation has any more reads as none)."""
+        try:
+            return Generation(self.affinity_generation) if self.affinity_generation else None
+        except ValueError:
+            return None
+
+    @property
     def affinity_choices(self) -> tuple[str, ...]:
-        """The affinity modes a run on this endpoint may use: the kind's list, narrowed to the
-        modes the last connection test found working (in the kind's order)."""
-        by_kind = AFFINITY_BY_KIND[self.server_kind]
-        if not self.affinity_detected:
-            return by_kind
-        usable = set(self.affinity_usable or ())
-        return tuple(mode for mode in by_kind if mode in usable)
+        """The affinity modes a run on this endpoint may use: the engine's answer for its kind
+        and what the last connection test found (runner.accepted_affinities)."""
+        return accepted_affinities(
+            dynamo=self.server_kind == ServerKind.DYNAMO,
+            detected=self.affinity_detected,
+            generation=self.generation,
+            header_affinity=self.header_affinity,
+        )
 
     @property
     def kind_with_article(self) -> str:
@@ -110,19 +98,29 @@ class Endpoint(PublicModel):
     @property
     def nvext_actions(self) -> str | None:
         """The affinity_actions dynamo-nvext must use here (AffinityDetection.nvext_actions)."""
-        return self.affinity_generation if self.affinity_generation in ("bind", "open") else None
+        generation = self.generation
+        return None if generation is None else generation.nvext_actions
 
     @property
     def generation_label(self) -> str:
         if not self.affinity_detected:
             return ""
-        return GENERATION_LABELS.get(self.affinity_generation or "", NO_SESSION_CONTROL)
+        generation = self.generation
+        return NO_SESSION_CONTROL_LABEL if generation is None else generation.label
+
+    @property
+    def header_affinity_only(self) -> bool:
+        """The generation pins sessions by header alone (no session_control): its headline
+        already says whether header affinity is on."""
+        generation = self.generation
+        return generation is not None and not generation.session_control
 
     @property
     def header_affinity_label(self) -> str:
         """Whether X-Dynamo-Session-ID pins sessions, in a few words."""
-        if self.affinity_generation == "open" and not self.header_affinity:
-            return "off — Dynamo 1.2.x has no header affinity"
+        generation = self.generation
+        if generation is not None and not generation.header_affinity and not self.header_affinity:
+            return f"off — {generation.label} has no header affinity"
         if self.header_affinity is True:
             return "on — X-Dynamo-Session-ID pins sessions"
         if self.header_affinity is False:
@@ -137,22 +135,21 @@ class Endpoint(PublicModel):
         """A few words for a list cell (the headline says it whole)."""
         if not self.affinity_detected:
             return ""
-        if self.affinity_generation == "headers":
+        generation = self.generation
+        if generation is None:
+            return "no Dynamo session_control"
+        if self.header_affinity_only:
             on = self.header_affinity
             state = "unknown" if on is None else "on" if on else "off"
-            return f"Dynamo 1.3+: header affinity {state}"
-        if self.affinity_generation == "open":
-            return "Dynamo 1.2.x: session_control open/close"
-        if self.affinity_generation == "bind":
-            return "Dynamo dev build: session_control bind"
-        return "no Dynamo session_control"
+            return f"{generation.short} {state}"
+        return generation.short
 
     @property
     def affinity_headline(self) -> str:
         """One line for people: the generation and whether session affinity is on."""
         if not self.affinity_detected:
             return ""
-        if self.affinity_generation == "headers":
+        if self.header_affinity_only:
             return f"{self.generation_label}: {self.header_affinity_label}"
         if self.nvext_actions is not None:
             return (

@@ -48,7 +48,6 @@ TEST_REQUEST_TIMEOUT_S = 5.0
 AFFINITY_FIELDS = (
     "affinity_generation",
     "header_affinity",
-    "affinity_usable",
     "affinity_summary",
     "affinity_server_message",
     "affinity_detected_at",
@@ -360,9 +359,8 @@ def endpoint_affinity_store(*, endpoint: Endpoint, found: AffinityDetection | No
         values: dict[str, Any] = dict.fromkeys(AFFINITY_FIELDS)
     else:
         values = {
-            "affinity_generation": found.generation,
+            "affinity_generation": None if found.generation is None else found.generation.value,
             "header_affinity": found.header_affinity,
-            "affinity_usable": list(found.usable),
             "affinity_summary": found.summary,
             # Dynamo's refusal is worth quoting in full; anything else's page is not.
             "affinity_server_message": (

@@ -10,7 +10,7 @@ from aiperf_web.core.forms import JSONObjectField, spec_fields, spec_initial
 from aiperf_web.endpoints.models import ServerKind
 from aiperf_web.runs.models import Status
 from aiperf_web.teams.labels import team_ids, team_suffix
-from runner import POLICIES, SCOPES
+from runner import AFFINITIES, POLICIES, SCOPES, accepted_affinities
 
 # The knobs the launch page shows (docs/product.md §5); any other goes in "more overrides".
 LAUNCH_KNOBS = (
@@ -130,7 +130,7 @@ class LaunchForm(forms.Form):
             "process (each keeps its own connections and session copies); blank = the "
             "scenario's"
         )
-        self.affinity_by_target = _affinity_by_target(ordered, self.fields["affinity"])
+        self.affinity_by_target = _affinity_by_target(ordered)
         # The target the page opens with: the one asked for, else the first listed.
         target = self.data.get("target") if self.is_bound else self.initial.get("target")
         if target not in self.affinity_by_target:
@@ -175,7 +175,7 @@ class LaunchForm(forms.Form):
             ("", label) if value == "" else (value, text)
             for value, text in cast(list[tuple[str, str]], field.choices)
         ]
-        if affinity != "dynamo-nvext":
+        if affinity != SENDS_ACTIONS:
             field.widget.attrs["disabled"] = True
 
     def _offer_affinity(self, target: str) -> None:
@@ -198,9 +198,16 @@ class LaunchForm(forms.Form):
         return [self[name] for name in self.knob_fields]
 
 
+# The affinity mode that sends affinity_actions (nvext.session_control's opening action).
+SENDS_ACTIONS = "dynamo-nvext"
+# Where the page's script puts the scenario's affinity_actions in a label.
+SCENARIO_SLOT = "{scenario}"
+
+
 def actions_label(*, affinity: str, scenario: str, endpoint: str | None) -> str:
-    """What a blank affinity_actions means for the run (static/js/launch.js says the same)."""
-    if affinity != "dynamo-nvext":
+    """What a blank affinity_actions means for the run (the page's script shows the label made
+    here for the chosen target and mode, with the scenario's value in SCENARIO_SLOT)."""
+    if affinity != SENDS_ACTIONS:
         return f"not sent with {affinity or 'this affinity'}"
     if endpoint:
         return f"endpoint: {endpoint} (its connection test)"
@@ -221,20 +228,35 @@ def _text(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _affinity_by_target(endpoints: list[Any], field: forms.Field) -> dict[str, dict[str, Any]]:
-    """Per target id: the affinity modes it accepts, the actions dynamo-nvext must use there,
-    and a line saying why (what the connection test found, or that none ran yet)."""
-    every = [str(v) for v, _ in cast(list[tuple[str, str]], cast(Any, field).choices) if v]
+def _offer(choices: tuple[str, ...], actions: str | None, note: str) -> dict[str, Any]:
+    """One target's entry for the form and the page's script (json_script "affinity-data"):
+    the modes it accepts, dynamo-nvext's actions there, the line saying why, and per mode the
+    blank affinity_actions choice's label, so the script recomputes nothing."""
+    return {
+        "choices": list(choices),
+        "actions": actions,
+        "note": note,
+        "sends_actions": [SENDS_ACTIONS],
+        "actions_labels": {
+            mode: actions_label(affinity=mode, scenario=SCENARIO_SLOT, endpoint=actions)
+            for mode in ("", *AFFINITIES)
+        },
+    }
+
+
+def _affinity_by_target(endpoints: list[Any]) -> dict[str, dict[str, Any]]:
+    """Per target id: the affinity modes it accepts (runner.accepted_affinities, through the
+    endpoint's affinity_choices), the actions dynamo-nvext must use there, and a line saying
+    why (what the connection test found, or that none ran yet)."""
     out: dict[str, dict[str, Any]] = {
-        "simulated": {
-            "choices": every,
-            "actions": None,
-            "note": "the simulated cluster speaks the Dynamo generation of the scenario's "
-            "simulated target",
-        }
+        "simulated": _offer(
+            accepted_affinities(dynamo=True),
+            None,
+            "the simulated cluster speaks the Dynamo generation of the scenario's simulated target",
+        )
     }
     for e in endpoints:
-        choices = list(e.affinity_choices)
+        choices = e.affinity_choices
         if e.affinity_detected:
             note = f"{e.name}: {e.affinity_headline}. Modes that work there: {', '.join(choices)}."
         elif e.server_kind == ServerKind.DYNAMO:
@@ -244,7 +266,7 @@ def _affinity_by_target(endpoints: list[Any], field: forms.Field) -> dict[str, d
             )
         else:
             note = f"{e.name} is {e.get_server_kind_display()}: {', '.join(choices)}."
-        out[str(e.uuid)] = {"choices": choices, "actions": e.nvext_actions, "note": note}
+        out[str(e.uuid)] = _offer(choices, e.nvext_actions, note)
     return out
 
 

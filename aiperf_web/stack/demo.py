@@ -19,6 +19,7 @@ from aiperf_web.scenarios.models import Scenario
 from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.scenarios.services import scenario_create, trace_import_sample
 from aiperf_web.teams.models import Membership, Role, Team
+from runner import Generation
 
 DEMO_TEAM = "default"
 DEMO_USER = "admin"
@@ -51,7 +52,11 @@ DEMO_SPEC: dict[str, Any] = {
     "scope": "lineage",
     "snapshot_interval_s": 1.0,
     "seed": 0,
-    "target": {"kind": "simulated", "dynamo_version": "1.6", "header_affinity_ttl_s": 300},
+    "target": {
+        "kind": "simulated",
+        "dynamo_version": Generation.V1_6.value,
+        "header_affinity_ttl_s": 300,
+    },
 }
 DEMO_SAMPLE = "claude-code-subagents"
 DEMO_SYNTHETIC_DESCRIPTION = (

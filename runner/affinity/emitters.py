@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runner.credit import Credit
-from runner.dynamo import PARENT_SESSION_HEADER, SESSION_FINAL_HEADER, SESSION_HEADER
+from runner.dynamo import (
+    PARENT_SESSION_HEADER,
+    SESSION_FINAL_HEADER,
+    SESSION_HEADER,
+    NvextActions,
+)
 from runner.errors import SpecError
 
 __all__ = [
@@ -27,11 +32,15 @@ __all__ = [
     "AffinityDecision",
     "AffinityEmitter",
     "AffinityKind",
+    "KeyScope",
     "merge_nvext",
 ]
 
 Scope = Literal["conversation", "lineage"]
 HeaderSource = Literal["own", "parent", "root"]
+# What one affinity key covers, whatever mode sends it: a whole agent tree (lineage), one
+# session or its parent's children (conversation), or nothing (no key is sent).
+KeyScope = Literal["lineage", "conversation", "none"]
 
 
 class AffinityKind(enum.Enum):
@@ -53,8 +62,10 @@ class AffinityConfig:
     kind: AffinityKind = AffinityKind.NONE
     scope: Scope = "conversation"
     timeout_s: int = 300  # Dynamo's SessionControl default (serde default, nvext.rs)
-    # "bind" for Dynamo >= 1.3; "open" for 1.2.x, which rejects bind with HTTP 400.
-    actions: Literal["bind", "open"] = "bind"
+    # dynamo-nvext's opening action: "bind" for the development builds (the only ones that
+    # know it), "open" for 1.2.x, which rejects bind with HTTP 400. Releases from 1.3 on have
+    # no session_control at all (runner.dynamo.Generation).
+    actions: NvextActions = "bind"
     # Lineage close discipline: "tree-final" (ours, never early) or "root-final" (the first
     # draft of the lineage change, kept to show the sibling-teardown hazard in comparisons).
     close_on: Literal["tree-final", "root-final"] = "tree-final"
@@ -64,6 +75,18 @@ class AffinityConfig:
     # sibling group derived from its parent (siblings together, apart from the parent), so it
     # is conversation-only: lineage sends the root's id alone to keep the tree whole.
     parent_header: bool = False
+
+    @property
+    def key_scope(self) -> KeyScope:
+        """What one key covers, the one answer for the emitter, the books and the run page:
+        the Dynamo modes key by `scope`; a plain header carrying the tree root's id keys a
+        tree (its own or its parent's id, a session or a sibling group)."""
+        kind = self.kind
+        if kind is AffinityKind.NONE:
+            return "none"
+        if kind is AffinityKind.HEADER:
+            return "lineage" if self.header_source == "root" else "conversation"
+        return self.scope
 
     def __post_init__(self) -> None:
         if self.timeout_s < 1:
@@ -101,6 +124,7 @@ class AffinityEmitter:
 
     def __init__(self, config: AffinityConfig) -> None:
         self.config = config
+        self._lineage = config.key_scope == "lineage"
         # Dynamo 1.2.x `open` is not idempotent, so each client worker opens a key once and
         # sends bare follows after: key -> the client workers that opened it (a tree, or a
         # bounced session, spans workers). A close forgets the key for every worker, as the
@@ -124,7 +148,7 @@ class AffinityEmitter:
     def _key(self, credit: Credit) -> tuple[str, bool]:
         """The key a request binds under and whether it carries the close, by scope."""
         config = self.config
-        if config.scope == "lineage":
+        if self._lineage:
             if config.close_on == "tree-final":
                 return credit.root_id, credit.is_tree_final
             return credit.root_id, credit.is_final_turn and credit.parent_id is None
@@ -174,7 +198,7 @@ class AffinityEmitter:
     def session_ended(self, session_id: str) -> None:
         """A session ended without its final turn: under conversation scope its own key is
         done (under lineage the tree's key lives on until the tree drains)."""
-        if self.config.scope == "conversation":
+        if self.config.key_scope == "conversation":
             self._opened.pop(session_id, None)
 
     @property

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from runner.dynamo import Generation
 from runner.sweep import parse_sweep, run_sweep
 
 __all__ = ["bench_sweep"]
@@ -37,7 +38,7 @@ def bench_sweep(
                     "kind": "simulated",
                     "workers": 2,
                     "router": "kv",
-                    "dynamo_version": "1.6",
+                    "dynamo_version": Generation.V1_6.value,
                     "header_affinity_ttl_s": 300,
                 },
             },

@@ -13,7 +13,8 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from runner.cluster.config import DYNAMO_VERSION_ALIASES, HeaderAffinityMode
+from runner.cluster.config import HeaderAffinityMode
+from runner.dynamo import GENERATION_ALIASES
 from runner.errors import SpecError
 from runner.presets import PRESETS, apply_preset
 from runner.spec import (
@@ -584,7 +585,7 @@ def add_cluster_options(parser: argparse.ArgumentParser, *, prefix: str) -> None
     )
     group.add_argument(
         "--dynamo-version",
-        choices=(*DYNAMO_VERSIONS, *DYNAMO_VERSION_ALIASES),
+        choices=(*DYNAMO_VERSIONS, *GENERATION_ALIASES),
         default=_default(_SIM, "dynamo_version"),
         help="the Dynamo generation: 1.2 (session_control open/close; bind gets HTTP 400), "
         "bind (development builds: open/bind/close, the default), 1.6 (released 1.3-1.6.x: "

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Literal, NamedTuple, cast
 
-from runner.cluster.config import DynamoVersion
+from runner.dynamo import Generation
 
 __all__ = [
     "NVEXT_FIELDS_16",
@@ -31,13 +31,22 @@ DEFAULT_TIMEOUT_S = 300  # SessionControl.timeout's serde default (nvext.rs, §1
 # axum's Json extractor prefixes every body error with this (§1.2, the 1.2 bind rejection).
 _BODY_ERROR = "Failed to deserialize the JSON body into the target type: "
 _PATH = "nvext.session_control"
-_EXPECTED_ACTIONS: dict[str, str] = {
-    "1.2": "expected `open` or `close`",
-    "bind": "expected one of `open`, `bind`, `close`",
+
+
+def _expected(actions: tuple[str, ...]) -> str:
+    """serde's list of the variants it knows: "expected `a` or `b`", "expected one of ..."."""
+    quoted = [f"`{action}`" for action in actions]
+    if len(quoted) == 2:
+        return f"expected {quoted[0]} or {quoted[1]}"
+    return f"expected one of {', '.join(quoted)}"
+
+
+# Each generation's actions (runner.dynamo.Generation) as serde's error text lists them.
+_ACTIONS: dict[Generation, frozenset[str]] = {
+    g: frozenset(g.session_actions) for g in Generation if g.session_control
 }
-_ACTIONS: dict[str, frozenset[str]] = {
-    "1.2": frozenset({"open", "close"}),
-    "bind": frozenset({"open", "bind", "close"}),
+_EXPECTED_ACTIONS: dict[Generation, str] = {
+    g: _expected(g.session_actions) for g in Generation if g.session_control
 }
 # Released 1.3 to 1.6.x: NvExt has no `session_control` and refuses unknown keys (serde
 # deny_unknown_fields). The keys and the wording are real 1.6.1's (docs/dynamo-observed.md §a);
@@ -83,15 +92,15 @@ class SessionControl(NamedTuple):  # immutable; cheaper to build than a frozen d
     timeout_s: int  # the binding's idle TTL; ignored by close
 
 
-def parse_session_control(raw: object, *, version: DynamoVersion) -> SessionControl:
+def parse_session_control(raw: object, *, version: Generation) -> SessionControl:
     """Validate `nvext.session_control` as sent, the way the chosen Dynamo version does.
 
     Raises SessionControlError carrying the 400 text. The 1.2 `bind` rejection is 1.2.x's
     verbatim (as aiperf's DynamoSessionControlDetector tests quote it); the other texts
-    follow serde's wording (1.6.1's: docs/dynamo-observed.md §a). Generation "1.6" refuses
-    the field whatever it holds.
+    follow serde's wording (1.6.1's: docs/dynamo-observed.md §a). A generation without
+    session_control refuses the field whatever it holds.
     """
-    if version == "1.6":
+    if not version.session_control:
         raise SessionControlError(SESSION_CONTROL_REFUSED_16)
     if not isinstance(raw, Mapping):
         raise _error(_PATH, f"invalid type: {_serde_kind(raw)}, expected struct SessionControl")

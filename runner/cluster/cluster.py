@@ -537,7 +537,7 @@ class Cluster:
         return ClusterStats(
             now_s=now_s,
             router=config.router,
-            dynamo_version=config.dynamo_version,
+            dynamo_version=config.dynamo_version.value,
             header_affinity_ttl_s=config.header_affinity_ttl_s,
             header_affinity_mode=config.header_affinity_mode,
             workers=workers,

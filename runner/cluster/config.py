@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass, fields
 from typing import Literal, get_args
 
+from runner.dynamo import GENERATION_ALIASES, GENERATIONS, Generation, GenerationName
 from runner.errors import SpecError
 
 __all__ = [
-    "DYNAMO_VERSION_ALIASES",
     "ClusterConfig",
     "DynamoVersion",
     "HeaderAffinityMode",
@@ -23,31 +23,22 @@ __all__ = [
 ]
 
 RouterMode = Literal["round-robin", "random", "least-loaded", "kv", "kv-approx"]
-# The Dynamo generation the frontend behaves as (docs/engine.md, docs/dynamo-observed.md):
-#   "1.2"   released 1.2.x: nvext.session_control open/close; no header affinity
-#   "bind"  development builds with open/bind/close (the seeds' contract, in no release);
-#           X-Dynamo-Session-ID affinity too when header_affinity_ttl_s is set
-#   "1.6"   released 1.3 to 1.6.x: no nvext.session_control (HTTP 400, unknown field);
-#           X-Dynamo-Session-ID affinity when header_affinity_ttl_s is set
-DynamoVersion = Literal["1.2", "bind", "1.6"]
+# The Dynamo generation the frontend behaves as: runner.dynamo.Generation says what each
+# speaks (nvext actions, header affinity); a spec names it by value.
+DynamoVersion = GenerationName
 # --router-session-affinity-mode (#13907): hard dispatches exactly to the bound worker; soft
 # passes it as a preference (modelled in cluster.py: followed unless it has no free slot).
 HeaderAffinityMode = Literal["hard", "soft"]
 
-# Older names still accepted where a user or a stored spec gives a version: "1.3" meant the
-# bind-era contract before it turned out that no release has it.
-DYNAMO_VERSION_ALIASES: dict[str, DynamoVersion] = {"1.3": "bind"}
-
 _ROUTER_MODES: tuple[str, ...] = get_args(RouterMode)
-_DYNAMO_VERSIONS: tuple[str, ...] = get_args(DynamoVersion)
 _HEADER_AFFINITY_MODES: tuple[str, ...] = get_args(HeaderAffinityMode)
 
 
 def canonical_dynamo_version(value: object) -> object:
-    """`value` with a deprecated alias ("1.3") replaced by its generation ("bind"); anything
-    else unchanged, for the caller's own validation to judge."""
-    if isinstance(value, str):
-        return DYNAMO_VERSION_ALIASES.get(value, value)
+    """`value` with a deprecated alias (runner.dynamo.GENERATION_ALIASES) replaced by its
+    generation's value; anything else unchanged, for the caller's own validation to judge."""
+    if isinstance(value, str) and value in GENERATION_ALIASES:
+        return GENERATION_ALIASES[value].value
     return value
 
 
@@ -87,15 +78,16 @@ class ClusterConfig:
     # Multiplies every modelled latency (prefill, decode); 0 gives a zero-latency cluster.
     # Protocol timeouts (binding TTLs, sweeps) are in the caller's clock and are not scaled.
     time_scale: float = 1.0
-    # Which generation's affinity contract the frontend speaks (see DynamoVersion).
-    dynamo_version: DynamoVersion = "bind"
+    # Which generation's affinity contract the frontend speaks (a value given as text, an
+    # alias included, becomes its Generation).
+    dynamo_version: Generation = Generation.BIND
     # Real Dynamo honours session_control only with --router-mode kv (§1.5 case c), which is
     # what False gives (kv and kv-approx only); our experiments use round-robin plus
     # affinity, so the default honours it in every mode.
     honour_session_control: bool = True
     session_sweep_s: float = 30.0  # the sticky-session reaper's period (§1.2)
     # X-Dynamo-Session-ID affinity (--router-session-affinity-ttl-secs, §1.3); None = off,
-    # and then the headers change nothing. Generations "bind" and "1.6" only.
+    # and then the headers change nothing. Only generations with header affinity.
     header_affinity_ttl_s: float | None = None
     header_affinity_mode: HeaderAffinityMode = "hard"  # --router-session-affinity-mode
     # v1.6 subagent grouping (#14521): a request with a parent header binds under the
@@ -113,8 +105,16 @@ class ClusterConfig:
     max_request_tokens: int = 1 << 31
 
     def __post_init__(self) -> None:
-        # A deprecated alias given at run time (the type does not admit it) becomes its name.
-        object.__setattr__(self, "dynamo_version", canonical_dynamo_version(self.dynamo_version))
+        # A value given as text (a spec's, a command line's, a deprecated alias) becomes its
+        # Generation.
+        try:
+            generation = Generation.parse(self.dynamo_version)
+        except ValueError:
+            raise SpecError(
+                f"unknown dynamo_version {self.dynamo_version!r}; "
+                f"choose one of {', '.join(GENERATIONS)}"
+            ) from None
+        object.__setattr__(self, "dynamo_version", generation)
         for name in (
             "workers",
             "dp_ranks",
@@ -143,11 +143,6 @@ class ClusterConfig:
             raise SpecError(
                 f"unknown cluster router {self.router!r}; choose one of {', '.join(_ROUTER_MODES)}"
             )
-        if self.dynamo_version not in _DYNAMO_VERSIONS:
-            raise SpecError(
-                f"unknown dynamo_version {self.dynamo_version!r}; "
-                f"choose one of {', '.join(_DYNAMO_VERSIONS)}"
-            )
         if self.header_affinity_mode not in _HEADER_AFFINITY_MODES:
             raise SpecError(
                 f"unknown header_affinity_mode {self.header_affinity_mode!r}; "
@@ -163,11 +158,12 @@ class ClusterConfig:
                 f"header_affinity_ttl_s must be positive or None (off), "
                 f"got {self.header_affinity_ttl_s}"
             )
-        if self.header_affinity_ttl_s is not None and self.dynamo_version == "1.2":
+        if self.header_affinity_ttl_s is not None and not self.dynamo_version.header_affinity:
             # Real 1.2.x has no --router-session-affinity-ttl-secs: its frontend would not start.
+            with_headers = " or ".join(g.value for g in Generation if g.header_affinity)
             raise SpecError(
-                "Dynamo 1.2 has no header affinity: header_affinity_ttl_s needs "
-                "dynamo_version bind or 1.6"
+                f"Dynamo {self.dynamo_version.value} has no header affinity: header_affinity_ttl_s "
+                f"needs dynamo_version {with_headers}"
             )
 
     @property

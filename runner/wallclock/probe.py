@@ -28,19 +28,17 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 import httpx
 
 from runner.affinity.emitters import AffinityConfig, AffinityKind
 from runner.client import ChatRequest, InferenceClient, Timeouts
-from runner.dynamo import SESSION_HEADER
+from runner.dynamo import SESSION_HEADER, Generation, NvextActions
 from runner.errors import BadInput
+from runner.spec import accepted_affinities
 
-__all__ = ["AffinityDetection", "Generation", "detect_affinity", "probe_affinity"]
-
-Generation = Literal["bind", "open", "headers"]
+__all__ = ["AffinityDetection", "detect_affinity", "probe_affinity"]
 
 _UNKNOWN_ACTION = "aiperf-probe"  # a session_control action no server knows
 _MESSAGE_LIMIT = 4000  # a server message is shown whole, within reason
@@ -55,25 +53,29 @@ _ROUND_WAIT_S = 0.5
 class AffinityDetection:
     """What the endpoint accepts, in its own words, and which affinity modes will work."""
 
-    # bind: session_control with bind (development builds); open: Dynamo 1.2.x (open/close);
-    # headers: a release from 1.3 on (no session_control); None: not Dynamo's session_control
-    # (ignored, or nvext refused: `server_message` then says how).
+    # The Dynamo generation its session_control answer names (runner.dynamo.Generation); None:
+    # not Dynamo's session_control (ignored, or nvext refused: `server_message` then says how).
     generation: Generation | None
     # X-Dynamo-Session-ID pins requests to a worker; None when it cannot be told (the server
     # reports no worker ids, or every request landed on one worker).
     header_affinity: bool | None
     server_message: str | None  # the server's full answer to the session_control probe
     summary: str  # one plain line for people
-    usable: tuple[str, ...] = field(default=())  # affinity modes that will work here
 
     @property
-    def nvext_actions(self) -> Literal["bind", "open"] | None:
+    def usable(self) -> tuple[str, ...]:
+        """The affinity modes that will work here (runner.spec.accepted_affinities)."""
+        return accepted_affinities(
+            dynamo=True,
+            detected=True,
+            generation=self.generation,
+            header_affinity=self.header_affinity,
+        )
+
+    @property
+    def nvext_actions(self) -> NvextActions | None:
         """The actions `dynamo-nvext` must use on this server, when it can be used at all."""
-        if self.generation == "bind":
-            return "bind"
-        if self.generation == "open":
-            return "open"
-        return None
+        return None if self.generation is None else self.generation.nvext_actions
 
 
 async def detect_affinity(
@@ -90,17 +92,11 @@ async def detect_affinity(
     async with _client(endpoint, api_key, headers, timeout_s) as client:
         generation, message = await _generation(client, model)
         header_affinity = await _header_affinity(client, model) if check_headers else None
-    usable = ["none", "header"]
-    if generation is not None and generation != "headers":
-        usable.append("dynamo-nvext")
-    if header_affinity is not False:
-        usable.append("dynamo-headers")
     return AffinityDetection(
         generation=generation,
         header_affinity=header_affinity,
         server_message=message,
         summary=_summary(generation, header_affinity, checked=check_headers),
-        usable=tuple(usable),
     )
 
 
@@ -114,7 +110,9 @@ async def probe_affinity(
 ) -> AffinityDetection | None:
     """Check the run's affinity mode against what the endpoint speaks; raise BadInput saying
     what to use instead when it would fail or do nothing. None when the run sends no Dynamo
-    affinity. A header check that cannot tell lets the run go (the detection says why)."""
+    affinity. The verdict is the detection's `usable` (runner.spec.accepted_affinities, the
+    launch's own answer); a header check that cannot tell lets the run go (the detection says
+    why)."""
     kind = affinity.kind
     if kind not in (AffinityKind.DYNAMO_NVEXT, AffinityKind.DYNAMO_HEADERS):
         return None
@@ -122,14 +120,11 @@ async def probe_affinity(
     found = await detect_affinity(
         endpoint, model=model, api_key=api_key, headers=headers, check_headers=not nvext
     )
+    if kind.value not in found.usable:
+        raise BadInput(_refusal(endpoint, kind, found))
     if nvext:
-        _check_nvext(endpoint, affinity, found)
+        _check_actions(endpoint, affinity, found)
         await _open_and_close(endpoint, model, affinity, api_key, headers)
-    elif found.header_affinity is False:
-        raise BadInput(
-            f"{endpoint} ignores {SESSION_HEADER}: requests under one session id landed on "
-            f"different workers. {_HEADERS_OFF_ADVICE}" + _nvext_hint(found)
-        )
     return found
 
 
@@ -139,29 +134,47 @@ _HEADERS_OFF_ADVICE = (
 )
 
 
-def _check_nvext(endpoint: str, affinity: AffinityConfig, found: AffinityDetection) -> None:
+def _refusal(endpoint: str, kind: AffinityKind, found: AffinityDetection) -> str:
+    """Why `kind` is not among the modes `found` accepts, and what to use instead."""
     said = f" The server said: {found.server_message}" if found.server_message else ""
-    if found.generation == "headers":
-        raise BadInput(
-            f"{endpoint} has no nvext.session_control (a Dynamo release from 1.3 on): use "
+    generation = found.generation
+    if kind is AffinityKind.DYNAMO_HEADERS:
+        if generation is not None and not generation.header_affinity:
+            return (
+                f"{endpoint} is {generation.label}, which has no header affinity: use "
+                f"--affinity dynamo-nvext --affinity-actions {generation.nvext_actions}."
+            )
+        return (
+            f"{endpoint} ignores {SESSION_HEADER}: requests under one session id landed on "
+            f"different workers. {_HEADERS_OFF_ADVICE}" + _nvext_hint(found)
+        )
+    if generation is not None:
+        return (
+            f"{endpoint} has no nvext.session_control ({generation.label}): use "
             f"--affinity dynamo-headers with the same --scope (the frontend needs "
             f"--router-session-affinity-ttl-secs N).{said}"
         )
-    if found.generation is None:
-        what = (
-            f"refuses Dynamo's nvext ({found.server_message})"
-            if found.server_message
-            else "accepts nvext.session_control but ignores it"
-        )
+    what = (
+        f"refuses Dynamo's nvext ({found.server_message})"
+        if found.server_message
+        else "accepts nvext.session_control but ignores it"
+    )
+    return (
+        f"{endpoint} {what}: it is not a Dynamo frontend (or its nvext is disabled), so "
+        f"dynamo-nvext would change nothing. Use --affinity header with the server's own "
+        f"session header, or --affinity none."
+    )
+
+
+def _check_actions(endpoint: str, affinity: AffinityConfig, found: AffinityDetection) -> None:
+    """dynamo-nvext works here; its opening action must be one the generation knows."""
+    generation = found.generation
+    if generation is not None and affinity.actions not in generation.session_actions:
+        said = f" The server said: {found.server_message}" if found.server_message else ""
+        known = " and ".join(generation.session_actions)
         raise BadInput(
-            f"{endpoint} {what}: it is not a Dynamo frontend (or its nvext is disabled), so "
-            f"dynamo-nvext would change nothing. Use --affinity header with the server's own "
-            f"session header, or --affinity none."
-        )
-    if affinity.actions == "bind" and found.generation == "open":
-        raise BadInput(
-            f"{endpoint} is Dynamo 1.2.x: its session_control knows open and close, not "
-            f"bind: use --affinity-actions open.{said}"
+            f"{endpoint} is {generation.label}: its session_control knows {known}, not "
+            f"{affinity.actions}: use --affinity-actions {generation.nvext_actions}.{said}"
         )
 
 
@@ -175,16 +188,14 @@ def _nvext_hint(found: AffinityDetection) -> str:
 
 
 def _summary(generation: Generation | None, header_affinity: bool | None, *, checked: bool) -> str:
-    if generation == "bind":
-        what = "session_control with bind (a Dynamo development build): dynamo-nvext works"
-    elif generation == "open":
-        what = (
-            "Dynamo 1.2.x session_control (open/close): dynamo-nvext with --affinity-actions open"
-        )
-    elif generation == "headers":
-        what = "a Dynamo release without session_control (1.3 or later): use dynamo-headers"
-    else:
+    if generation is None:
         what = "no Dynamo session_control (the server ignores or refuses nvext)"
+    elif generation.session_control:
+        what = (
+            f"{generation.label}: dynamo-nvext with --affinity-actions {generation.nvext_actions}"
+        )
+    else:
+        what = f"{generation.label}, without session_control: use dynamo-headers"
     if not checked:
         return what
     if header_affinity is True:
@@ -215,6 +226,18 @@ def _client(
 # of `open`, `bind`, `close`" (bind-era), "unknown field `session_control`, expected ..." (1.3+).
 _VARIANTS = re.compile(r"unknown variant `[^`]*`, expected (.*)")
 _UNKNOWN_FIELD = re.compile(r"unknown field `session_control`")
+# The generation that refuses the field (the newest such, when there were several).
+_WITHOUT_SESSION_CONTROL = [g for g in Generation if not g.session_control][-1]
+
+
+def _generation_knowing(actions: set[str]) -> Generation:
+    """The generation whose session_control knows exactly `actions` (serde listed them), else
+    the one that knows most of them."""
+    speaking = [g for g in Generation if g.session_control]
+    for generation in speaking:
+        if set(generation.session_actions) == actions:
+            return generation
+    return max(speaking, key=lambda g: len(actions & set(g.session_actions)))
 
 
 async def _generation(client: InferenceClient, model: str) -> tuple[Generation | None, str | None]:
@@ -233,10 +256,10 @@ async def _generation(client: InferenceClient, model: str) -> tuple[Generation |
     message = _server_message(response)
     if response.status_code == 400:
         if _UNKNOWN_FIELD.search(message):
-            return "headers", message
+            return _WITHOUT_SESSION_CONTROL, message
         variants = _VARIANTS.search(message)
         if variants is not None:
-            return ("bind" if "`bind`" in variants.group(1) else "open"), message
+            return _generation_knowing(set(re.findall(r"`([^`]*)`", variants.group(1)))), message
         return None, message  # a server that is not Dynamo refusing nvext
     raise BadInput(
         f"{client.url('/v1/chat/completions')} answered a session_control probe with HTTP "

@@ -4,8 +4,9 @@
 // show its value of each knob (the placeholder of an input, the blank choice of a list): a
 // blank field keeps it. The server renders the same for the choices selected at load and
 // refuses any other mode, so this only saves a round trip. affinity_actions says what the
-// endpoint will get (only dynamo-nvext sends them) and "client workers per host" is greyed out
-// while "client worker processes" is unticked (aiperf_web/runs/forms.py renders the same).
+// endpoint will get and "client workers per host" is greyed out while "client worker
+// processes" is unticked. Every mode list, preset and label comes from the server
+// (aiperf_web/runs/forms.py: _offer, actions_label): this script decides none of them.
 const offers = JSON.parse(document.getElementById("affinity-data").textContent);
 const scenarioValues = JSON.parse(document.getElementById("scenario-values").textContent);
 const scenario = document.getElementById("id_scenario");
@@ -31,7 +32,8 @@ function offer() {
   showActions();
 }
 
-// The blank choice of affinity_actions: what a run launched now sends (forms.actions_label).
+// The blank choice of affinity_actions: what a run launched now sends (forms.actions_label,
+// made per mode on the server; the scenario's own actions go in its slot).
 function showActions() {
   if (!actions) return;
   const hints = scenarioValues[scenario.value] || {};
@@ -39,10 +41,10 @@ function showActions() {
   const found = offers[target.value] || offers.simulated;
   const blank = [...actions.options].find((o) => o.value === "");
   if (blank) {
-    blank.textContent = mode !== "dynamo-nvext" ? `not sent with ${mode || "this affinity"}`
-      : found.actions ? `endpoint: ${found.actions} (its connection test)` : `scenario: ${hints.affinity_actions}`;
+    const label = found.actions_labels[mode] ?? found.actions_labels[""];
+    blank.textContent = label.replace("{scenario}", hints.affinity_actions ?? "");
   }
-  actions.disabled = mode !== "dynamo-nvext";
+  actions.disabled = !found.sends_actions.includes(mode);
 }
 
 function followProcesses() {

@@ -13,6 +13,7 @@ from aiperf_web.core.mock import MockServer, free_port
 from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.runs.models import Run
 from aiperf_web.scenarios.models import Scenario
+from runner import Generation
 from tests.web.conftest import World
 
 JSON = "application/json"
@@ -23,7 +24,10 @@ HEADLINE_1_6 = "Dynamo 1.3+ (header affinity): on — X-Dynamo-Session-ID pins s
 def mock_1_2() -> Iterator[str]:
     """A mock speaking released Dynamo 1.2.x: session_control open/close, no header affinity."""
     mock = MockServer(
-        port=free_port(), time_scale=0.01, dynamo_version="1.2", header_affinity_ttl_s=None
+        port=free_port(),
+        time_scale=0.01,
+        dynamo_version=Generation.V1_2.value,
+        header_affinity_ttl_s=None,
     )
     mock.start()
     yield mock.url
@@ -59,10 +63,10 @@ def test_test_connection_on_dynamo_1_6_with_an_affinity_ttl_stores_header_affini
     assert "Connection OK" in page and HEADLINE_1_6 in page
 
     endpoint = Endpoint.objects.get(pk=world.endpoint.pk)
-    assert (endpoint.affinity_generation, endpoint.header_affinity) == ("headers", True)
+    assert (endpoint.generation, endpoint.header_affinity) == (Generation.V1_6, True)
     assert endpoint.affinity_detected_at is not None
-    assert "dynamo-headers" in endpoint.affinity_usable
-    assert "dynamo-nvext" not in endpoint.affinity_usable
+    assert "dynamo-headers" in endpoint.affinity_choices
+    assert "dynamo-nvext" not in endpoint.affinity_choices
     # The server's own words are kept whole and shown on the page.
     assert "session_control" in (endpoint.affinity_server_message or "")
     assert "What the server said" in page
@@ -71,7 +75,8 @@ def test_test_connection_on_dynamo_1_6_with_an_affinity_ttl_stores_header_affini
     assert "Dynamo 1.3+: header affinity on" in listing and HEADLINE_1_6 in listing  # its title
 
     api = world.api("viewer").get(f"/api/v1/endpoints/{endpoint.uuid}").json()
-    assert api["affinity"]["generation"] == "headers"
+    assert api["affinity"]["generation"] == Generation.V1_6.value
+    assert api["affinity"]["usable"] == ["none", "dynamo-headers", "header"]
     assert api["affinity"]["header_affinity"] is True
     assert api["affinity"]["headline"] == HEADLINE_1_6
     assert api["affinity"]["nvext_actions"] is None
@@ -84,9 +89,10 @@ def test_test_connection_on_dynamo_1_2_finds_open_close(world: World, mock_1_2: 
     )
     assert patched.status_code == 200, patched.content
     body = _test_connection(world, world.endpoint)
-    assert body["affinity"]["generation"] == "open"
+    assert body["affinity"]["generation"] == Generation.V1_2.value
     assert body["affinity"]["nvext_actions"] == "open"
-    assert "dynamo-nvext" in body["affinity"]["usable"]
+    # 1.2.x has no header affinity: dynamo-nvext with open is the Dynamo mode that works.
+    assert body["affinity"]["usable"] == ["none", "dynamo-nvext", "header"]
     assert "Dynamo 1.2.x" in body["message"]
     page = world.client("owner").get(f"/endpoints/{world.endpoint.uuid}/").content.decode()
     assert "Dynamo 1.2.x (session_control open/close)" in page
@@ -107,7 +113,7 @@ def test_changing_the_base_url_or_kind_forgets_the_detection(world: World, mock_
     assert moved["affinity"] is None
     assert "dynamo-nvext" in moved["affinity_choices"]  # the kind's list again
     endpoint = Endpoint.objects.get(pk=world.endpoint.pk)
-    assert endpoint.affinity_usable is None and endpoint.affinity_summary is None
+    assert endpoint.affinity_generation is None and endpoint.affinity_summary is None
 
     _test_connection(world, world.endpoint)
     page = world.client("owner").post(

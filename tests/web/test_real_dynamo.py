@@ -14,6 +14,7 @@ from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.services import endpoint_test_connection
 from aiperf_web.stack import dynamo as real
 from aiperf_web.stack.demo import REAL_DYNAMO_ENDPOINT, demo_bootstrap, real_dynamo_bootstrap
+from runner import Generation
 from tests.infra import unavailable
 
 
@@ -61,7 +62,7 @@ def test_the_real_dynamo_starts_and_becomes_a_builtin_dynamo_endpoint_with_heade
         assert endpoint.model == dynamo.model and endpoint.base_url == dynamo.url
         assert real_dynamo_bootstrap(url=dynamo.url, model=dynamo.model).pk == endpoint.pk
         endpoint_test_connection(actor=User.objects.get(username="admin"), endpoint=endpoint)
-        assert endpoint.affinity_generation == "headers"  # released 1.6.1: no session_control
+        assert endpoint.generation is Generation.V1_6  # released 1.6.1: no session_control
         assert "dynamo-nvext" not in endpoint.affinity_choices
     finally:
         dynamo.stop()

@@ -5,15 +5,18 @@ aiperf_web/ (a new policy or affinity mode needs no edit on the web side)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any, get_args
 
+from django.utils import timezone
+
 import runner
-from aiperf_web.endpoints.models import AFFINITY_BY_KIND, ServerKind
+from aiperf_web.endpoints.models import Endpoint, ServerKind
 from aiperf_web.reports.api import ABIn
 from aiperf_web.reports.forms import KNOB_CHOICES
 from aiperf_web.reports.services import AB_DEFAULTS, AB_KNOBS
-from aiperf_web.runs.forms import RunFilterForm
+from aiperf_web.runs.forms import SCENARIO_SLOT, LaunchForm, RunFilterForm, actions_label
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,12 +52,60 @@ def test_a_pair_varies_the_engines_values_and_its_knobs_are_named_once():
 
 
 def test_only_dynamo_endpoints_offer_the_dynamo_affinity_modes():
-    assert AFFINITY_BY_KIND[ServerKind.DYNAMO] == runner.AFFINITIES
+    assert Endpoint(server_kind=ServerKind.DYNAMO).affinity_choices == runner.AFFINITIES
     for kind in ServerKind:
         if kind != ServerKind.DYNAMO:
-            assert set(AFFINITY_BY_KIND[kind]) == set(runner.AFFINITIES) - set(
+            assert set(Endpoint(server_kind=kind).affinity_choices) == set(runner.AFFINITIES) - set(
                 runner.DYNAMO_AFFINITIES
             ), kind
+
+
+def test_an_endpoints_modes_are_the_engines_answer_for_its_detection():
+    """The endpoint keeps the generation and header affinity; the modes are the engine's
+    accepted_affinities of them, whatever the generation (nothing is stored twice)."""
+    when = timezone.now()
+    for generation in (*runner.Generation, None):
+        for header in (True, False, None):
+            endpoint = Endpoint(
+                server_kind=ServerKind.DYNAMO,
+                affinity_generation=None if generation is None else generation.value,
+                header_affinity=header,
+                affinity_detected_at=when,
+            )
+            assert endpoint.generation == generation
+            assert endpoint.affinity_choices == runner.accepted_affinities(
+                dynamo=True, detected=True, generation=generation, header_affinity=header
+            )
+            expected = None if generation is None else generation.nvext_actions
+            assert endpoint.nvext_actions == expected
+
+
+# A string literal in a script: '...', "..." or `...` on one line.
+_QUOTED = re.compile(r"[\"'`]([^\"'`\n]*)[\"'`]")
+
+
+def test_the_launch_script_holds_no_copy_of_a_mode_list_or_a_label():
+    """static/js/launch.js gets every mode list, preset and label from the form's json_script
+    ("affinity-data"): it quotes no affinity mode, action or generation, and no label."""
+    script = (ROOT / "static" / "js" / "launch.js").read_text(encoding="utf-8")
+    quoted = {m.group(1) for m in _QUOTED.finditer(script)}
+    vocabulary = {*runner.AFFINITIES, *runner.GENERATIONS, "bind", "open", "close"}
+    assert quoted & vocabulary == set()
+    for words in ("not sent with", "its connection test"):  # actions_label's
+        assert not any(words in text for text in quoted), words
+
+
+def test_the_launch_data_carries_the_forms_own_labels_for_every_mode():
+    """What the script shows is what actions_label says, made on the server for each target
+    and mode (the scenario's actions go in SCENARIO_SLOT)."""
+    offers = LaunchForm(scenarios=[], endpoints=[]).affinity_by_target
+    simulated = offers["simulated"]
+    assert tuple(simulated["choices"]) == runner.accepted_affinities(dynamo=True)
+    assert set(simulated["actions_labels"]) == {"", *runner.AFFINITIES}
+    for mode, label in simulated["actions_labels"].items():
+        shown = label.replace(SCENARIO_SLOT, "bind")
+        assert shown == actions_label(affinity=mode, scenario="bind", endpoint=None), mode
+    assert simulated["sends_actions"] == ["dynamo-nvext"]
 
 
 def _restated(tree: ast.AST) -> list[tuple[int, str]]:

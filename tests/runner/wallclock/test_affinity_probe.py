@@ -11,6 +11,7 @@ import pytest
 
 from runner.affinity.emitters import AffinityConfig, AffinityKind
 from runner.cluster import ClusterConfig
+from runner.dynamo import Generation
 from runner.errors import BadInput
 from runner.mockserver import MockServerConfig, start_mock_server
 from runner.wallclock.probe import AffinityDetection, detect_affinity, probe_affinity
@@ -26,22 +27,22 @@ def mock_url(**cluster: object) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def bind_era() -> Iterator[str]:
-    yield from mock_url(dynamo_version="bind")
+    yield from mock_url(dynamo_version=Generation.BIND)
 
 
 @pytest.fixture(scope="module")
 def dynamo_12() -> Iterator[str]:
-    yield from mock_url(dynamo_version="1.2")
+    yield from mock_url(dynamo_version=Generation.V1_2)
 
 
 @pytest.fixture(scope="module")
 def dynamo_16() -> Iterator[str]:
-    yield from mock_url(dynamo_version="1.6", header_affinity_ttl_s=300.0)
+    yield from mock_url(dynamo_version=Generation.V1_6, header_affinity_ttl_s=300.0)
 
 
 @pytest.fixture(scope="module")
 def dynamo_16_without_ttl() -> Iterator[str]:
-    yield from mock_url(dynamo_version="1.6")
+    yield from mock_url(dynamo_version=Generation.V1_6)
 
 
 def detect(url: str) -> AffinityDetection:
@@ -59,14 +60,14 @@ HEADERS = AffinityKind.DYNAMO_HEADERS
 
 def test_a_bind_era_server_lists_bind_among_its_actions(bind_era):
     found = detect(bind_era)
-    assert found.generation == "bind" and found.nvext_actions == "bind"
+    assert found.generation is Generation.BIND and found.nvext_actions == "bind"
     assert "`bind`" in (found.server_message or "")
     assert "dynamo-nvext" in found.usable
 
 
 def test_dynamo_12_is_told_apart_and_a_bind_run_is_sent_to_open(dynamo_12):
     found = detect(dynamo_12)
-    assert found.generation == "open" and found.nvext_actions == "open"
+    assert found.generation is Generation.V1_2 and found.nvext_actions == "open"
     with pytest.raises(BadInput) as refused:
         probe(dynamo_12, kind=NVEXT, actions="bind")
     message = str(refused.value)
@@ -75,9 +76,19 @@ def test_dynamo_12_is_told_apart_and_a_bind_run_is_sent_to_open(dynamo_12):
     assert probe(dynamo_12, kind=NVEXT, actions="open") is not None
 
 
+def test_dynamo_12_has_no_header_affinity_and_a_headers_run_is_sent_to_nvext_open(dynamo_12):
+    found = detect(dynamo_12)
+    assert "dynamo-headers" not in found.usable and "dynamo-nvext" in found.usable
+    with pytest.raises(BadInput) as refused:
+        probe(dynamo_12, kind=HEADERS)
+    message = str(refused.value)
+    assert "has no header affinity" in message
+    assert "--affinity dynamo-nvext --affinity-actions open" in message
+
+
 def test_a_release_without_session_control_sends_nvext_runs_to_dynamo_headers(dynamo_16):
     found = detect(dynamo_16)
-    assert found.generation == "headers" and found.nvext_actions is None
+    assert found.generation is Generation.V1_6 and found.nvext_actions is None
     assert "unknown field `session_control`" in (found.server_message or "")
     assert "dynamo-nvext" not in found.usable
     for actions in ("bind", "open"):  # neither is advised: both would fail the same way
