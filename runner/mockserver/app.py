@@ -92,7 +92,7 @@ class MockApp:
         self._retry_after = str(config.faults.retry_after_s).encode()
         # Released Dynamo (generation 1.6) refuses unknown nvext keys and answers what its
         # frontend refuses in its own error shape (docs/dynamo-observed.md §a).
-        self._dynamo_16 = config.cluster.dynamo_version == "1.6"
+        self._dynamo_16 = not config.cluster.dynamo_version.session_control
         self._nvext_fields = frozenset(NVEXT_FIELDS_16) if self._dynamo_16 else None
         self._seq = 0  # response ids stay unique across resets
         self._started_s = time.monotonic()
