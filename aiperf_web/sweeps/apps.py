@@ -16,3 +16,10 @@ class SweepsConfig(AppConfig):
         from aiperf_web.sweeps.signals import sweep_changed
 
         sweep_changed.connect(on_sweep_changed, dispatch_uid="sweeps.live")
+        # Every worker moves on, periodically, the sweeps no run's end moved on
+        # (sweeps/pickup.py), beside the runs' stale-run reaper.
+        from celery.signals import worker_ready
+
+        from aiperf_web.sweeps.pickup import start_sweep_pickup
+
+        worker_ready.connect(start_sweep_pickup, dispatch_uid="sweeps.pickup")

@@ -9,10 +9,12 @@ The driver is `sweep_advance`: under a lock on the sweep's row it stores the Poi
 every point whose run has ended, rebuilds the engine's pure Planner from the stored results,
 and makes the runs of the points due now; when the planner has nothing left the sweep ends
 with its verdict and headlines and the sweep-end webhook. It runs at launch and whenever a
-point's run ends (the runs worker's `run_ended` signal, sweeps/apps.py). On a live endpoint
-the next point's run is made only once the previous one ended (one at a time, and the runs
-line's endpoint lease and drain keep other runs off the endpoint meanwhile); on the simulated
-cluster every point of a batch is queued at once, so the workers' slots run them in parallel.
+point's run ends (the runs worker's `run_ended` signal, sweeps/apps.py), and every worker's
+periodic pickup moves on the sweeps neither reached (sweeps/pickup.py: sweeps_stuck). On a
+live endpoint the next point's run is made only once the previous one ended (one at a time,
+and the runs line's endpoint lease and drain keep other runs off the endpoint meanwhile); on
+the simulated cluster every point of a batch is queued at once, so the workers' slots run them
+in parallel.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
@@ -226,15 +228,17 @@ def sweep_on_run_ended(sender: object, *, run_obj: Run, **_: object) -> None:
 
 
 def sweeps_stuck() -> list[int]:
-    """Active sweeps with a point whose run has ended (or was deleted) without its result."""
+    """Active sweeps no run's end will move on: with a point whose run has ended (or was
+    deleted) without its result, or with no point run in flight at all (the driver failed at
+    the launch's commit or between a point's end and the next point's run)."""
+    open_points = SweepPoint.objects.filter(sweep=OuterRef("pk"), result__isnull=True)
+    ended = open_points.filter(Q(run__isnull=True) | Q(run__status__in=FINAL))
+    in_flight = open_points.filter(run__status__in=ACTIVE)
     return list(
-        SweepPoint.objects.filter(
-            sweep__status__in=[SweepStatus.QUEUED, SweepStatus.RUNNING], result__isnull=True
-        )
-        .filter(Q(run__isnull=True) | Q(run__status__in=FINAL))
-        .order_by()
-        .values_list("sweep_id", flat=True)
-        .distinct()
+        Sweep.objects.filter(status__in=[SweepStatus.QUEUED, SweepStatus.RUNNING])
+        .filter(Exists(ended) | ~Exists(in_flight))
+        .order_by("pk")
+        .values_list("pk", flat=True)
     )
 
 
