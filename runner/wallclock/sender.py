@@ -19,7 +19,7 @@ from runner.trace import Trace
 from runner.wallclock.prompts import RequestBuilder
 from runner.workers.history import SessionHistories
 
-__all__ = ["LocalSender", "RemoteWorkers", "RequestSender"]
+__all__ = ["LocalSender", "PostingSender", "RemoteWorkers", "RequestSender"]
 
 
 class RequestSender(Protocol):
@@ -28,6 +28,21 @@ class RequestSender(Protocol):
         when the calling task is cancelled (the record then says `cancelled`)."""
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class PostingSender(Protocol):
+    """A sender that takes dispatches without a task each (runner/fleet): `post` queues one
+    and returns at once, its outcome comes later through `on_done(dispatch, result)`, exactly
+    once and never from within `post`; `cancel_posted` ends everything posted and unanswered
+    as cancelled, through the same callbacks, before it returns. At thousands of requests a
+    second a task and a future per request are a good part of the orchestrator's CPU."""
+
+    def post(
+        self, dispatch: Dispatch, on_done: Callable[[Dispatch, ResponseResult], None]
+    ) -> int | None: ...
+
+    def cancel_posted(self) -> None: ...
 
 
 @runtime_checkable
