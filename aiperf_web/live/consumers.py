@@ -31,9 +31,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from aiperf_web.core.errors import ServiceError
 from aiperf_web.live import selectors as live_sel
-from aiperf_web.live.leaks import LeakPoint, leak_assess, leak_brief, leak_point
 from aiperf_web.ops.viewers import viewer_join
 from aiperf_web.runs import selectors as run_sel
+from aiperf_web.runs.leaks import LeakPoint, leak_assess, leak_brief
 from aiperf_web.runs.messages import (
     ACCESS_REVOKED,
     DELETED,
@@ -157,14 +157,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def _send_history(self, after: int) -> None:
         async with self.lock:
-            history, self.leak_points, lines, state = await database_sync_to_async(self._history)(
-                after
-            )
+            history, points, lines, state = await database_sync_to_async(self._history)(after)
             self.last_seq = history["last_seq"]
             self.state = state or DELETED
             if lines:
                 self.last_log_id = lines[-1]["id"]
-            leak = leak_assess(self.leak_points, ended=self.state["status"] in FINAL)
+            # The one verdict a socket works out: the stored series', for the history. Each
+            # snapshot after it carries its writer's (runs/sink.py), the same for every viewer.
+            leak = leak_assess(points, ended=self.state["status"] in FINAL)
             await self.send_json(
                 history_message(
                     run_id=self.run_id,
@@ -204,17 +204,15 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                     run_obj=self.run_obj, after_seq=self.last_seq, before_seq=seq
                 )
                 for sample in missing:
-                    await self._forward(sample["seq"], sample["t_s"], sample["data"])
-            await self._forward(seq, float(event["t_s"]), event["data"])
+                    await self._forward(sample["seq"], sample["t_s"], sample["data"], None)
+            await self._forward(seq, float(event["t_s"]), event["data"], event.get("leak"))
 
-    async def _forward(self, seq: int, t_s: float, data: dict[str, Any]) -> None:
-        point = leak_point(t_s, data)
-        if point is not None:
-            self.leak_points.append(point)
-            if len(self.leak_points) > 4 * live_sel.MAX_HISTORY_POINTS:
-                del self.leak_points[: len(self.leak_points) // 2 : 2]
+    async def _forward(
+        self, seq: int, t_s: float, data: dict[str, Any], leak: dict[str, Any] | None
+    ) -> None:
+        """A sample to the page with the writer's verdict as of it; a sample filled in from
+        the database carries none (the page keeps the one it has until the next)."""
         self.last_seq = seq
-        leak = dict(leak_brief(leak_assess(self.leak_points)))
         await self.send_json(
             snapshot_message(run_id=self.run_id, seq=seq, t_s=t_s, data=data, leak=leak)
         )
@@ -247,7 +245,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                     run_obj=self.run_obj, after_seq=self.last_seq, before_seq=2**31 - 1
                 )
                 for sample in missing:
-                    await self._forward(sample["seq"], sample["t_s"], sample["data"])
+                    await self._forward(sample["seq"], sample["t_s"], sample["data"], None)
             self.state = state
             await self.send_json(status_message(run_id=self.run_id, state=state))
 

@@ -29,8 +29,8 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from aiperf_web.live.charts import SLIM_FIELDS, SlimTree
-from aiperf_web.live.leaks import LeakPoint, leak_flag, leak_point
 from aiperf_web.live.saturation import LoadPoint, load_point
+from aiperf_web.runs.leaks import LeakPoint, leak_flag, leak_point
 from aiperf_web.runs.messages import LogLine, RunState, log_line, run_state
 from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunLog, RunSample
 from aiperf_web.runs.verdict import runs_verdicts

@@ -131,7 +131,7 @@ class RunSnapshotEvent(TypedDict):
     seq: int
     t_s: float
     data: dict[str, Any]
-    # The leak verdict as of this snapshot (live/leaks.py leak_brief), worked out once by the
+    # The leak verdict as of this snapshot (runs/leaks.py LeakSeries.brief), worked out once by the
     # writer for every viewer; None from a writer that keeps no leak series.
     leak: dict[str, Any] | None
 

@@ -38,6 +38,7 @@ from typing import Any, Literal, TypeVar
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
+from aiperf_web.runs.leaks import LeakSeries
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample
 from aiperf_web.runs.publisher import log_line, publish_log, publish_snapshot
 from runner import RecordDict, Snapshot
@@ -158,6 +159,8 @@ class RunSink:
         self.batch_size = settings.AIPERF_RECORD_BATCH
         self.records_written = 0
         self.samples_written = 0
+        # The leak verdict published with each snapshot: worked out here once, for every viewer.
+        self._leaks = LeakSeries()
         self.failure: BaseException | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         # Records handed over and not yet stored; the engine waits while it is over the bound.
@@ -305,11 +308,17 @@ class RunSink:
             on_outage=self._outage,
         )
         self.samples_written += 1
+        self._leaks.add(t_s, data)
         now = time.monotonic()
         if final or now - self._last_publish >= _PUBLISH_GAP_S:
             self._last_publish = now
             publish_snapshot(
-                run_uuid=self.run_uuid, seq=seq, t_s=t_s, data=data, team_uuid=self.team_uuid
+                run_uuid=self.run_uuid,
+                seq=seq,
+                t_s=t_s,
+                data=data,
+                leak=dict(self._leaks.brief()),
+                team_uuid=self.team_uuid,
             )
 
     def _flush(self, batch: list[RecordDict]) -> None:

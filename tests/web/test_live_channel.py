@@ -5,6 +5,8 @@ runs-list feed, and a viewer who can watch but not cancel."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -18,6 +20,7 @@ from aiperf_web.asgi import application
 from aiperf_web.live.consumers import LIST_POLL_S, LIST_RECHECK_S, STATUS_RECHECK_S
 from aiperf_web.runs import claiming, executing
 from aiperf_web.runs import services as run_svc
+from aiperf_web.runs.leaks import LeakSeries
 from aiperf_web.runs.models import Run, RunSample, Status
 from aiperf_web.runs.publisher import publish_snapshot
 from tests.web.conftest import World
@@ -55,15 +58,25 @@ def _snapshot(seq: int, *, orphans: list[int] | None = None) -> dict[str, Any]:
     }  # fmt: skip
 
 
+_SERIES: dict[str, LeakSeries] = {}
+
+
 def _store(
     run: Run, seq: int, *, publish: bool = True, team_uuid: str | None = None, **kw: Any
 ) -> None:
-    """What the sink does: store the sample, then publish it."""
+    """What the sink does: store the sample, then publish it with the leak verdict as of it."""
     data = _snapshot(seq, **kw)
     RunSample.objects.create(run=run, seq=seq, t_s=float(seq), data=data)
+    series = _SERIES.setdefault(str(run.uuid), LeakSeries())
+    series.add(float(seq), data)
     if publish:
         publish_snapshot(
-            run_uuid=str(run.uuid), seq=seq, t_s=float(seq), data=data, team_uuid=team_uuid
+            run_uuid=str(run.uuid),
+            seq=seq,
+            t_s=float(seq),
+            data=data,
+            leak=dict(series.brief()),
+            team_uuid=team_uuid,
         )
 
 
@@ -179,6 +192,9 @@ def test_a_late_joiner_gets_the_history_then_live_samples_with_no_gap_and_no_dup
         await store(run, 7, orphans=[3, 0])
         got = [await ws.receive_json_from(timeout=5) for _ in range(2)]
         assert [m["seq"] for m in got] == [6, 7]
+        # The writer's verdict rides with its own snapshot; 6, filled in from the database,
+        # carries none (the page keeps the one it has).
+        assert got[0]["leak"] is None
         assert got[1]["leak"]["level"] == "growing" and got[1]["leak"]["leaking_workers"] == [0]
         assert await ws.receive_nothing(timeout=0.5)
         await ws.disconnect()
@@ -365,3 +381,46 @@ def test_the_runs_list_feed_sends_progress_and_the_leak_flag_of_active_runs(
         await ws.disconnect()
 
     run_async(body)
+
+
+def test_the_sink_publishes_its_leak_verdict_with_each_snapshot_once_for_every_viewer(
+    transactional_db: Any, mock_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer works the verdict out (runs/sink.py's LeakSeries), not each viewer's socket:
+    the group message carries it, so N viewers cost one verdict per snapshot."""
+    from channels.layers import get_channel_layer
+
+    from aiperf_web.runs import sink as sink_module
+    from aiperf_web.runs.messages import run_group
+
+    # Every stored sample published (not at most one a wall second): each one's verdict seen.
+    monkeypatch.setattr(sink_module, "_PUBLISH_GAP_S", 0.0)
+
+    world = World(mock_url)
+    run = _running(world)
+    layer = get_channel_layer()
+    assert layer is not None
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(run_group(run.uuid), channel)
+    sink = sink_module.RunSink(run=run, stop=threading.Event())
+    for seq in range(4):  # orphans on worker 1 from the third snapshot on
+        sink.snapshot(_snapshot(seq, orphans=[0, 2 * max(0, seq - 1)]))  # type: ignore[arg-type]
+    sink.close()
+    events = []
+    while True:
+        try:
+            events.append(async_to_sync(_receive)(layer, channel))
+        except TimeoutError:
+            break
+    snapshots = [e for e in events if e["type"] == "run.snapshot"]
+    # The first and the last are always stored (one between may be overtaken by the next).
+    assert len(snapshots) >= 2 and snapshots[-1]["data"]["t_s"] == 3.0
+    assert all(e["leak"] is not None for e in snapshots)
+    assert snapshots[0]["leak"]["level"] == "ok"
+    last = snapshots[-1]["leak"]
+    assert last["level"] in ("leak", "growing") and last["orphaned"] == 4
+    assert last["leaking_workers"] == [1]
+
+
+async def _receive(layer: Any, channel: str) -> dict[str, Any]:
+    return dict(await asyncio.wait_for(layer.receive(channel), timeout=2))

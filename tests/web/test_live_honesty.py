@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from aiperf_web.live.leaks import MIN_RATE_WINDOW_S, LeakPoint, leak_assess
+from aiperf_web.runs.leaks import MIN_RATE_WINDOW_S, LeakPoint, leak_assess
 from aiperf_web.runs.forms import actions_label
 from tests.web.conftest import World
 

@@ -511,7 +511,7 @@ export class RunView {
     const msg = this.$("#leak-message");
     if (msg && msg.textContent !== v.message) msg.textContent = v.message;
     const badge = this.$("#leak-badge");
-    if (badge) badge.textContent = v.badge || (v.level === "ok" ? "no leak" : v.level === "growing" ? "leak growing" : "leaked");
+    if (badge) badge.textContent = v.badge;  // the server words the level (runs/leaks.py BADGES)
     // The counts beside the badge: orphans, and the client-worker processes' RSS when any.
     const figures = this.$("#leak-figures");
     if (figures && figures.textContent !== (v.figures || "")) figures.textContent = v.figures || "";
@@ -519,7 +519,7 @@ export class RunView {
     if (!body) return;
     const rows = v.workers.filter((w) => w.orphaned > 0 || w.orphans_per_min > 0)
       .sort((a, b) => b.orphans_per_min - a.orphans_per_min || b.orphaned - a.orphaned).slice(0, 16);
-    // Rates per minute only from a long enough window (leaks.py MIN_RATE_WINDOW_S), none once
+    // Rates per minute only from a long enough window (runs/leaks.py MIN_RATE_WINDOW_S), none once
     // the run ended (a finished run grows no more).
     const rated = v.rated !== false && !this.ended;
     const rate = (x) => (rated ? `${x > 0 ? "+" : ""}${x}` : "—");

@@ -45,7 +45,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 from django.test import Client
 
-from aiperf_web.live.leaks import LeakPoint, leak_assess, leak_brief
+from aiperf_web.runs.leaks import LeakPoint, LeakSeries, leak_assess, leak_brief
 from aiperf_web.runs.models import Run, RunSample, Status
 from aiperf_web.runs.publisher import publish_snapshot
 from aiperf_web.scenarios.samples import SAMPLES
@@ -320,7 +320,9 @@ class Command(BaseCommand):
         interval = 1.0 / opts["rate"]
 
         def produce() -> None:
-            # As the run sink does, on a thread of its own: store the sample, then publish it.
+            # As the run sink does, on a thread of its own: store the sample, then publish it
+            # with the leak verdict as of it (worked out once here, for every viewer).
+            series = LeakSeries()
             try:
                 for seq in range(opts["snapshots"]):
                     data = dict(template, t_s=float(seq), progress=seq / opts["snapshots"])
@@ -329,7 +331,14 @@ class Command(BaseCommand):
                     data["recent"] = _recent(template, seq)
                     produced[seq] = time.time() * 1000
                     RunSample.objects.create(run=live, seq=seq, t_s=float(seq), data=data)
-                    publish_snapshot(run_uuid=str(live.uuid), seq=seq, t_s=float(seq), data=data)
+                    series.add(float(seq), data)
+                    publish_snapshot(
+                        run_uuid=str(live.uuid),
+                        seq=seq,
+                        t_s=float(seq),
+                        data=data,
+                        leak=dict(series.brief()),
+                    )
                     time.sleep(max(0.0, interval - (time.time() * 1000 - produced[seq]) / 1000))
             finally:
                 connection.close()
