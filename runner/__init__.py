@@ -22,6 +22,7 @@ names (a test enforces it):
     Generation, GENERATIONS, NO_SESSION_CONTROL_LABEL   Dynamo's generations and what each speaks
     accepted_affinities(dynamo=, detected=, generation=, header_affinity=)
                                    the affinity modes a server accepts (launches, preflight)
+    KeyScope                       what one affinity key covers (RunSpec.key_scope)
     RunnerError > BadInput > (SpecError, TraceError, EndpointError); RunnerError > FleetError
     verify_summary(summary, records) -> VerifyReport    a summary recomputed from its records
     verify_checked(summary, records) -> dict, verify_text(checked, source=) -> str
@@ -39,6 +40,7 @@ when its command runs.
 
 from typing import TYPE_CHECKING, Any
 
+from runner.affinity.emitters import KeyScope
 from runner.client import EndpointError, EndpointInfo
 from runner.dynamo import GENERATIONS, NO_SESSION_CONTROL_LABEL, Generation
 from runner.ending import EndedBy, Ending, RunStatus
@@ -147,6 +149,7 @@ __all__ = [
     "FleetPlan",
     "Generation",
     "InferenceWorkerArrays",
+    "KeyScope",
     "ListSink",
     "Planner",
     "Point",

@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
+from pydantic import ValidationError
+
+from runner import KeyScope, RunSpec, SpecError
 from runner.affinity.placement import placement_pcts
 
 PlacementState = Literal["reported", "not-reported", "waiting", "not-recorded"]
@@ -39,19 +42,17 @@ LABELS: dict[str, str] = {
 }
 
 # What the run's affinity promises about placement, which decides what its figures should be.
-AffinityMode = Literal["lineage", "conversation", "none"]
+AffinityMode = KeyScope
 
 
 def affinity_mode(spec: Mapping[str, Any] | None) -> AffinityMode:
-    """lineage: one key per tree (Dynamo lineage scope, or a header carrying the root's id),
-    so a tree stays on one worker; conversation: one key per session; none: no key."""
-    spec = spec or {}
-    affinity = spec.get("affinity") or "none"
-    if affinity == "none":
+    """What one affinity key covers, the engine's answer (RunSpec.key_scope, which the emitter
+    keys by): lineage, one key per tree, so a tree stays on one worker; conversation, one key
+    per session; none, no key. A stored spec the engine no longer reads promises nothing."""
+    try:
+        return RunSpec.model_validate(dict(spec or {})).key_scope
+    except (ValidationError, SpecError):
         return "none"
-    if affinity == "header":
-        return "lineage" if spec.get("header_source") == "root" else "conversation"
-    return "lineage" if spec.get("scope") == "lineage" else "conversation"
 
 
 class PlacementCard(TypedDict):
