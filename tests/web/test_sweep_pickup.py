@@ -7,23 +7,33 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import transaction
 
 from aiperf_web.runs.models import Run
 from aiperf_web.runs.services import run_cancel
 from aiperf_web.sweeps import services
 from aiperf_web.sweeps.models import Sweep, SweepPoint
-from aiperf_web.sweeps.pickup import PICKUP_EVERY_S, start_sweep_pickup, sweeps_pick_up
+from aiperf_web.sweeps.pickup import (
+    PICKUP_EVERY_S,
+    SweepPickup,
+    start_sweep_pickup,
+    sweeps_pick_up,
+)
 from aiperf_web.sweeps.services import sweep_launch, sweeps_stuck
-from tests.web.conftest import World
+from tests.web.conftest import ROOT, World
 
 _ARMS = [{"name": "legacy", "overrides": {"policy": "legacy"}}]
 
 
-def test_every_worker_starts_the_pickup_when_it_is_ready() -> None:
+def test_every_worker_and_serve_start_the_pickup() -> None:
     from celery.signals import worker_ready
 
+    # Every Celery worker process at worker_ready; `manage.py serve` itself (its embedded
+    # worker is a WorkController thread, which sends no worker_ready), beside the reaper.
     assert any(receiver() is start_sweep_pickup for _, receiver in worker_ready.receivers)
+    serve = (ROOT / "aiperf_web/stack/management/commands/serve.py").read_text()
+    assert "SweepPickup().start()" in serve
 
 
 def test_a_sweep_whose_driver_never_ran_after_the_launch_is_stuck_until_picked_up(
@@ -53,13 +63,19 @@ def test_a_sweep_whose_driver_never_ran_after_the_launch_is_stuck_until_picked_u
 
 @pytest.mark.timeout(300)
 def test_a_point_run_ended_without_the_driver_is_moved_on_by_the_workers_pickup(
-    live_world: World, wait_for: Any, monkeypatch: pytest.MonkeyPatch
+    live_world: World, wait_for: Any, monkeypatch: pytest.MonkeyPatch, request: Any
 ) -> None:
     """On the mock endpoint (one point at a time): the first point's run is cancelled while
     queued (no run_ended) and no driver call follows. No other run ends; the worker's pickup
     stores that point's result and makes the next point's run, which the worker runs, and the
     sweep ends."""
     world = live_world
+    if settings.EMBEDDED:
+        # The embedded worker is a thread of this process and sends no worker_ready: start
+        # the pickup as `manage.py serve` does beside it.
+        pickup = SweepPickup()
+        pickup.start()
+        request.addfinalizer(pickup.done.set)
     advance = services.sweep_advance
     with monkeypatch.context() as patch, transaction.atomic():
         # The launch's own driver call at commit does nothing: the state is made by hand.

@@ -32,6 +32,7 @@ from aiperf_web.stack.dynamo import real_dynamo_launch
 from aiperf_web.stack.supervise import Child, MockChild, ProcessChild, Supervised
 from aiperf_web.stack.vllm import real_vllm_launch
 from aiperf_web.stack.worker import EmbeddedWorker, worker_command
+from aiperf_web.sweeps.pickup import SweepPickup
 
 
 class _Server(uvicorn.Server):
@@ -154,6 +155,9 @@ class Command(BaseCommand):
             )
             # Runs whose worker died (a killed process) are failed, here as in every worker.
             StaleRunReaper().start()
+            # So are sweeps no run's end moved on (sweeps/pickup.py; the embedded worker sends
+            # no worker_ready, where every Celery worker process starts its own).
+            SweepPickup().start()
             # uvicorn re-raises SIGTERM after its graceful shutdown; as SystemExit it lets the
             # `finally` below stop the worker and the mock instead of orphaning them.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
