@@ -62,6 +62,7 @@ OPERATION_ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
     ("post", "/runs"): (429,),
     ("post", "/runs/{run_id}/rerun"): (409, 429),
     ("delete", "/runs/{run_id}"): (409,),
+    ("get", "/runs/{run_id}/verify"): (409,),
     ("post", "/ab"): (429,),
     ("get", "/compare"): (404,),
 }

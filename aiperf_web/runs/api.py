@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Schema, Status
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
-from aiperf_web.core.errors import Invalid
+from aiperf_web.core.errors import Conflict, Invalid
 from aiperf_web.core.limits import NOTES_CHARS, NOTES_LIST_CHARS
 from aiperf_web.core.schemas import Notes, Ref, Search, Tags, Text, ref
 from aiperf_web.core.streaming import stream_response
@@ -457,3 +457,50 @@ def run_summary_csv(request: HttpRequest, run_id: str) -> HttpResponse:
     response = HttpResponse(selectors.run_summary_csv(run_obj=run_obj), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="run-{run_obj.uuid}-summary.csv"'
     return response
+
+
+class VerifyFigureOut(Schema):
+    figure: str = Field(description="e.g. requests, errors_by_category, ttft_ms.p99")
+    summary: Any = Field(description="what the stored summary says")
+    records: Any = Field(description="what the stored records give")
+    difference: float | None = Field(
+        description="absolute (counts, ratios) or relative (percentiles, min, max, mean); null "
+        "when one side is missing or the two are no number apart (a dict of categories)"
+    )
+    allowed: float = Field(
+        description="the stated error: the histogram's 0.54 % for percentiles, none for counts"
+    )
+    relative: bool
+    ok: bool
+
+
+class VerifyOut(Schema):
+    id: str
+    status: str
+    ok: bool = Field(description="every figure within its allowed error")
+    records: int = Field(description="records read (warmup included)")
+    seconds: float = Field(description="how long the recomputation took")
+    histogram_relative_error: float
+    largest_relative_difference: dict[str, float | None] = Field(
+        description="per latency (ttft_ms, itl_ms, latency_ms): the largest relative "
+        "difference of its figures (percentiles, min, max, mean)"
+    )
+    largest_percentile_difference: dict[str, float | None] = Field(
+        description="per latency: the largest relative difference of its percentiles"
+    )
+    failures: list[VerifyFigureOut]
+    figures: list[VerifyFigureOut]
+
+
+@router.get("/runs/{run_id}/verify", response=VerifyOut, tags=["runs"])
+def run_verify(request: HttpRequest, run_id: str) -> dict[str, Any]:
+    """The run's summary recomputed from its stored records (as `python -m runner verify` and
+    `manage.py verify_run`): counts, hit ratios and exact TTFT/ITL/latency percentiles, each
+    with its difference against the allowed error. Reads every record: seconds for a long
+    run. 409 while the run has no summary (it has not ended)."""
+    run_obj = selectors.run_get(user=request.user, run_id=run_id)
+    if not isinstance(run_obj.summary, dict):
+        raise Conflict.field(
+            "status", f"the run is {run_obj.status} and has no summary yet: verify it once ended"
+        )
+    return {"id": str(run_obj.uuid), "status": run_obj.status, **selectors.run_verify(run_obj)}
