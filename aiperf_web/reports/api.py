@@ -12,12 +12,13 @@ from ninja import Router, Schema, Status
 from pydantic import ConfigDict, Field
 
 from aiperf_web.core.errors import Invalid
-from aiperf_web.live.leaks import leak_assess
 from aiperf_web.live.selectors import run_leak_points
-from aiperf_web.reports import selectors, services
+from aiperf_web.reports import services
+from aiperf_web.reports.selectors import compare as compare_sel
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs import verdict
 from aiperf_web.runs.api import CheckOut, OverlapOut, VerdictOut
+from aiperf_web.runs.leaks import leak_assess
 from aiperf_web.runs.models import Run
 
 router = Router(tags=["reports"])
@@ -118,11 +119,11 @@ def compare(request: HttpRequest, runs: str, reference: str = "") -> Any:
     deltas against the reference (`reference`, default the first named) and a verdict word per
     figure that knows about repeats, and one sentence per configuration."""
     for run_id in list(dict.fromkeys(x.strip() for x in runs.split(",")))[
-        : selectors.MAX_COMPARED + 1
+        : compare_sel.MAX_COMPARED + 1
     ]:
         if run_id:  # an unknown id is 404 before any other rule (OpenAPI: api/contract.py)
             run_sel.run_get(user=request.user, run_id=run_id)
-    compared = selectors.runs_compare(
+    compared = compare_sel.runs_compare(
         user=request.user, run_ids=runs.split(","), reference=reference
     )
     out_runs = []

@@ -9,13 +9,13 @@ from typing import Any
 
 from django.urls import reverse
 
-from aiperf_web.live.leaks import leak_brief
 from aiperf_web.live.saturation import saturation_assess
 from aiperf_web.live.selectors import run_load_points
-from aiperf_web.reports import selectors
 from aiperf_web.reports.cards.placement import LABELS, NOT_REPORTED, placement_card
 from aiperf_web.reports.cards.server_metrics import run_server_metrics
+from aiperf_web.reports.selectors import report as report_sel
 from aiperf_web.runs import selectors as run_sel
+from aiperf_web.runs.leaks import leak_brief
 from aiperf_web.runs.models import FINAL, Run
 from runner import LATENCY_KEYS, SUMMARY_KEYS
 
@@ -23,7 +23,7 @@ __all__ = ["run_page"]
 
 
 def run_page(*, run_obj: Run) -> dict[str, Any]:
-    report = selectors.run_report(run_obj=run_obj)
+    report = report_sel.run_report(run_obj=run_obj)
     history = dict(report["history"])
     history["leak"] = leak_brief(report["leak"])
     drain = report["drain"]

@@ -22,11 +22,14 @@ from aiperf_web.core.ids import parse_uuid
 from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
 from aiperf_web.live.bundle import export_script
-from aiperf_web.reports import selectors, services
+from aiperf_web.reports import services
 from aiperf_web.reports.cards.placement import NOT_REPORTED
 from aiperf_web.reports.forms import ABForm
 from aiperf_web.reports.models import ABPair
 from aiperf_web.reports.run_page import run_page
+from aiperf_web.reports.selectors import compare as compare_sel
+from aiperf_web.reports.selectors import history as history_sel
+from aiperf_web.reports.selectors import trees as trees_sel
 from aiperf_web.runs import selectors as run_sel
 from aiperf_web.runs.forms import RunMetaForm
 from aiperf_web.runs.models import FINAL
@@ -65,7 +68,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
 @page
 def run_trees(request: HttpRequest, run_id: str) -> JsonResponse:
     run_obj = run_sel.run_get(user=request.user, run_id=run_id)
-    return JsonResponse(selectors.run_trees(run_obj=run_obj))
+    return JsonResponse(trees_sel.run_trees(run_obj=run_obj))
 
 
 @functools.cache
@@ -91,7 +94,7 @@ def run_export_html(request: HttpRequest, run_id: str) -> HttpResponse:
     run_obj = run_sel.run_get(user=request.user, run_id=run_id)
     context = run_page(run_obj=run_obj)
     page_data = context["page_data"]
-    page_data["trees"] = selectors.run_trees(run_obj=run_obj) if run_obj.summary else None
+    page_data["trees"] = trees_sel.run_trees(run_obj=run_obj) if run_obj.summary else None
     html = render_to_string(
         "reports/export.html",
         {
@@ -132,7 +135,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         return _compare_pick(request, ids=ids, error="")
     reference = request.GET.get("ref", "")
     try:
-        compared = selectors.runs_compare(user=request.user, run_ids=ids, reference=reference)
+        compared = compare_sel.runs_compare(user=request.user, run_ids=ids, reference=reference)
     except (Invalid, NotFound) as exc:
         return _compare_pick(request, ids=ids, error=str(exc), status=400)
     runs = compared["runs"]
@@ -286,7 +289,7 @@ def ab_detail(request: HttpRequest, pair_id: str) -> HttpResponse:
 @page
 def history(request: HttpRequest, scenario_id: str) -> HttpResponse:
     scenario = scenario_get(user=request.user, scenario_id=scenario_id)
-    found = selectors.scenario_history(scenario=scenario)
+    found = history_sel.scenario_history(scenario=scenario)
     data = {
         "points": found["points"],
         "metrics": found["metrics"],

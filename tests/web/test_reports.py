@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from aiperf_web.live.leaks import (
+from aiperf_web.reports.models import ABPair
+from aiperf_web.reports.selectors.trees import trees_build
+from aiperf_web.runs.leaks import (
     MIB,
     WINDOW_S,
     HostPoint,
@@ -20,8 +22,6 @@ from aiperf_web.live.leaks import (
     leak_brief,
     leak_point,
 )
-from aiperf_web.reports.models import ABPair
-from aiperf_web.reports.selectors import trees_build
 from aiperf_web.runs.models import Run, RunSample, Status
 from aiperf_web.runs.sink import records_insert
 from aiperf_web.stack.demo import demo_bootstrap
@@ -453,7 +453,7 @@ def test_a_paired_ab_runs_one_after_the_other_and_the_leak_shows_in_legacy_only(
 
 
 def test_agent_trees_lay_out_a_grandchild_whose_parent_sent_nothing() -> None:
-    from aiperf_web.reports.selectors import trees_build
+    from aiperf_web.reports.selectors.trees import trees_build
 
     def record(session: str, parent: str | None, depth: int) -> dict[str, Any]:
         return {

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from aiperf_web.reports.models import RunTrees
-from aiperf_web.reports.selectors import TREES_VERSION, run_trees, trees_build
+from aiperf_web.reports.selectors.trees import TREES_VERSION, run_trees, trees_build
 from aiperf_web.runs.models import Run, RunRecord
 from aiperf_web.runs.sink import records_insert
 from tests.web.conftest import World
