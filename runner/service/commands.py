@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import BadInput
+from runner.metrics.verify import verify_text
 from runner.service.client import API, ServiceClient
 from runner.service.config import TOKEN_ENV, Config, resolve_token, resolve_url
 from runner.service.display import (
@@ -37,6 +38,7 @@ from runner.service.shapes import (
     Scenario,
     Team,
     Verdict,
+    Verify,
     parse,
 )
 
@@ -54,6 +56,7 @@ __all__ = [
     "runs",
     "scenarios",
     "show",
+    "verify",
     "watch",
 ]
 
@@ -484,6 +487,21 @@ def cancel(args: argparse.Namespace) -> int:
         )
     _out(f"{run_title(run)}: cancel asked ({run.status}; a running run stops within seconds)")
     return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    """The service recomputes a stored run's summary from its stored records (GET
+    /api/v1/runs/ID/verify), printed as `python -m runner verify` prints a local run's; exit
+    0 when every figure agrees, 1 when one does not."""
+    with _connect(args) as client:
+        raw = client.get(f"/runs/{args.run}/verify")
+        checked = parse(Verify, raw, where=f"GET {API}/runs/{args.run}/verify")
+        source = f"{client.page_url(f'/runs/{checked.id}/')} ({checked.status})"
+    if args.json:
+        _json_out(raw)
+    else:
+        _out(verify_text(checked.model_dump(), source=source))
+    return 0 if checked.ok else 1
 
 
 def export(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ __all__ = [
     "Scenario",
     "Team",
     "Verdict",
+    "Verify",
     "parse",
 ]
 
@@ -157,6 +158,29 @@ class Compare(_Shape):
     metrics: list[CompareMetric]
     same_for_all: str = ""
     sentences: list[str] = []
+
+
+class VerifyFigure(_Shape):
+    figure: str
+    summary: Any = None
+    records: Any = None
+    difference: float | None
+    allowed: float
+    relative: bool
+    ok: bool
+
+
+class Verify(_Shape):
+    """GET /api/v1/runs/ID/verify: runner.verify_checked's answer for a stored run."""
+
+    id: str
+    status: str
+    ok: bool
+    records: int
+    seconds: float
+    largest_percentile_difference: dict[str, float | None] = {}
+    failures: list[VerifyFigure]
+    figures: list[VerifyFigure]
 
 
 T = TypeVar("T")

@@ -280,3 +280,38 @@ def test_exporting_an_unknown_run_writes_no_file(
     )
     assert "refused (404): run not found" in line
     assert not target.exists()
+
+
+def test_verify_prints_what_the_service_recomputes_and_exits_1_on_a_difference(
+    live_world: World, cli: Cli
+) -> None:
+    from tests.web.test_verify_run import _stored_run
+
+    viewer = live_world.tokens["viewer"]  # reading: any role of the team
+    run = _stored_run(live_world, n=200)
+    agreed = cli("verify", str(run.uuid), "--token", viewer)
+    assert agreed.returncode == 0, agreed.stderr
+    lines = agreed.stdout.splitlines()
+    assert lines[0].startswith("200 records from http://") and f"/runs/{run.uuid}/" in lines[0]
+    assert any(line.split()[:2] == ["ok", "ttft_ms.p99"] for line in lines)
+    assert "largest latency_ms percentile difference" in agreed.stdout
+    assert lines[-1] == "every figure agrees"
+
+    summary = dict(run.summary or {})
+    summary["requests"] = summary["requests"] + 1
+    Run.objects.filter(pk=run.pk).update(summary=summary)
+    differs = cli("verify", str(run.uuid), "--token", viewer)
+    assert differs.returncode == 1, differs.stderr
+    assert any(line.split()[:2] == ["DIFF", "requests"] for line in differs.stdout.splitlines())
+    assert differs.stdout.splitlines()[-1] == "1 figures disagree"
+    as_json = cli("verify", str(run.uuid), "--json", "--token", viewer)
+    assert as_json.returncode == 1
+    assert [f["figure"] for f in json.loads(as_json.stdout)["failures"]] == ["requests"]
+
+    queued = Run.objects.create(
+        team=live_world.team, scenario_name="verify", target_kind="simulated",
+        spec=live_world.scenario.spec, status=Status.QUEUED,
+    )  # fmt: skip
+    refused = _one_line_error(cli("verify", str(queued.uuid), "--token", viewer))
+    assert f"GET /api/v1/runs/{queued.uuid}/verify refused (409)" in refused
+    assert "no summary yet" in refused
