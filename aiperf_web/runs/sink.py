@@ -47,7 +47,11 @@ log = logging.getLogger(__name__)
 
 _MIN_SAMPLE_GAP_S = 0.5  # run seconds
 _PUBLISH_GAP_S = 1.0  # wall seconds
-_RECORD_FLUSH_S = 1.0
+# Records are stored at least this often (and at every AIPERF_RECORD_BATCH): with the engine's
+# hand-over every 0.25 s (runner/wallclock/replay.py RECORD_HANDOFF_S) a killed worker loses
+# about a second of answers at most (scripts/record_loss_measure.py: 2.05-2.09 s at the
+# previous 1 s flush, records handed over with each snapshot; 1.12-1.26 s now, load ~28).
+_RECORD_FLUSH_S = 0.5
 _MAX_BACKLOG_BATCHES = 2  # records not yet stored, in AIPERF_RECORD_BATCH units
 _STOP = object()
 T = TypeVar("T")

@@ -41,6 +41,10 @@ DRAIN_GRACE_S: Final = 3.0
 _MAX_CONNECTIONS: Final = 4096
 _TIMER_FLOOR_S: Final = 0.001  # the scheduler's shortest wait (see `run`)
 ERROR_SHARE_MIN_FINISHED: Final = 100  # a share over fewer requests says little
+# Records go to the sink at least this often (wall seconds), not only with each snapshot: what
+# a killed worker loses is what the driver and the sink held unstored (the sink flushes at
+# least every 0.5 s: runs/sink.py), so about 0.75 s of answers, not a snapshot interval's more.
+RECORD_HANDOFF_S: Final = 0.25
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,6 +206,7 @@ class _LiveRun:
         self.t0 = time.perf_counter()
         engine.start(0.0)
         next_snapshot = config.snapshot_interval_s
+        next_handoff = RECORD_HANDOFF_S
         while True:
             if stop.is_set() and self.ended is None:
                 self.ended = Ending.cancelled()
@@ -228,6 +233,10 @@ class _LiveRun:
             if self.sink is not None and now >= next_snapshot:
                 self._publish(final=False)
                 next_snapshot = now + config.snapshot_interval_s
+                next_handoff = now + RECORD_HANDOFF_S
+            elif self.pending_records and now >= next_handoff:
+                self._hand_over()
+                next_handoff = now + RECORD_HANDOFF_S
             if scheduler.finished and not self.sending:
                 continue  # the duration ended it just now: no tick to wait for
             due = engine.next_due()
@@ -236,6 +245,8 @@ class _LiveRun:
                 wait_s = min(wait_s, max(0.0, due - self.now()))
             if self.drain_deadline is not None:
                 wait_s = min(wait_s, max(0.0, self.drain_deadline - self.now()))
+            if self.pending_records:
+                wait_s = min(wait_s, max(0.0, next_handoff - self.now()))
             self.wake.clear()
             if wait_s > 0:
                 # Woken by a response, by `stop`, or by this timer: no task per wait. At least
@@ -272,12 +283,15 @@ class _LiveRun:
     def _publish(self, *, final: bool) -> None:
         """Records first, then the snapshot that counts them: a consumer never sees a
         snapshot ahead of the records it sums."""
-        sink = self.sink
-        assert sink is not None
-        if self.pending_records:
+        self._hand_over()
+        assert self.sink is not None
+        self.sink.snapshot(self.snapshot(final=final))
+
+    def _hand_over(self) -> None:
+        """The records waiting in the driver, to the sink."""
+        if self.pending_records and self.sink is not None:
             batch, self.pending_records = self.pending_records, []
-            sink.records(batch)
-        sink.snapshot(self.snapshot(final=final))
+            self.sink.records(batch)
 
     async def _relay_stop(self, stop: asyncio.Event) -> None:
         await stop.wait()
