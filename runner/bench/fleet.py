@@ -6,15 +6,16 @@ Figures side by side in one run (absolute times are noisy on a shared machine):
   orchestrator handing it over to its result being back, minus the time the host spent on the
   HTTP exchange itself (both clocks are the same machine's). Three ways, at the same rate:
   `floor`, the least a trip through Redis costs on this machine now (a bare stream read and
-  push back, runner/bench/fleet_hosts.py); `transport`, the whole engine and real hosts whose
-  client answers at once (the orchestrator, hosts and Redis alone on the cores); and
+  push back, runner/bench/fleet_hosts.py); `transport`, the whole engine and real hosts that
+  build every request and whose client answers at once (the orchestrator, hosts and Redis
+  alone on the cores); and
   `under load`, real hosts against the mock server, whose HTTP work shares the same cores, at
   `load_rate_per_s` (a rate the machine can serve: on 2 cores the mock's streamed answers and
   the host's HTTP alone use them up near 2k requests/s, past which the figure is queueing);
 - **orchestrator CPU per credit** at `rate_per_s`: the orchestrating process's CPU time over
-  the credits it issued (scheduler, router, request building and the Redis traffic together;
-  the orchestrator does no HTTP, so the transport run's is its figure), beside the same replay
-  in-process, where the same process also does the HTTP;
+  the credits it issued (scheduler, router, books, metrics and the Redis traffic together; the
+  hosts build the requests and do the HTTP, so the transport run's is its figure), beside the
+  same replay in-process, where the same process also builds and does the HTTP;
 - **requests/s** of a closed loop against the mock with 1, 2 and 4 host processes, beside the
   in-process engine, with the machine's cores busy meanwhile (all processes: once they are
   all busy, more host processes only share them).
@@ -41,6 +42,7 @@ from typing import Any, TypeVar
 from runner.bench.fleet_hosts import floor_round_trips
 from runner.cluster import ClusterConfig
 from runner.fleet import FleetSender, LocalHosts, RunKeys, fleet_loop, host_groups
+from runner.fleet.host import SECRET_ENV
 from runner.mockserver import MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
@@ -88,12 +90,15 @@ def _on_fleet_loop(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _bench_processes(
-    kind: str, redis_url: str, run: str, workers: int
+    kind: str, redis_url: str, run: str, workers: int, *, secret: str = ""
 ) -> list[subprocess.Popen[bytes]]:
+    """Stand-in hosts; `secret`, the run's key, in their environment (echo hosts build)."""
+    env = {**os.environ, SECRET_ENV: secret}
     return [
         subprocess.Popen(
             [sys.executable, "-m", "runner.bench.fleet_hosts", kind, "--redis", redis_url,
-             "--run", run, "--worker", str(worker)]
+             "--run", run, "--worker", str(worker)],
+            env=env,
         )
         for worker in range(workers)
     ]  # fmt: skip
@@ -140,7 +145,7 @@ async def _started_fleet(
     procs: Any
     sender = FleetSender([trace], config, redis_url=redis_url, run=run)
     if echo:
-        procs = _bench_processes("echo", redis_url, run, workers)
+        procs = _bench_processes("echo", redis_url, run, workers, secret=sender.secret)
     else:
         procs = LocalHosts(redis_url, run, host_groups(workers, 1), secret=sender.secret)
     await sender.start(timeout_s=60)

@@ -8,6 +8,9 @@
   and Redis client. Measured in the same run, it says how much of the figure is ours.
 
     python -m runner.bench.fleet_hosts echo|floor --redis URL --run KEY --worker N
+
+An echo host builds every request it is sent, as a real host does (the run's key, which opens
+the workload, in its environment: SECRET_ENV), and answers without sending it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, cast
@@ -23,7 +27,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from runner.client import EncodedRequest, ResponseResult
-from runner.fleet.host import run_host
+from runner.fleet.host import SECRET_ENV, run_host
 from runner.fleet.loop import fleet_loop
 from runner.fleet.wire import GROUP, RunKeys
 
@@ -137,7 +141,13 @@ def main() -> None:
     args = parser.parse_args()
     serve: Coroutine[Any, Any, object]
     if args.kind == "echo":
-        serve = run_host(args.redis, args.run, args.worker, client_for=lambda _: EchoClient())
+        serve = run_host(
+            args.redis,
+            args.run,
+            args.worker,
+            secret=os.environ.get(SECRET_ENV, ""),
+            client_for=lambda _: EchoClient(),
+        )
     else:
         serve = _floor_host(args.redis, RunKeys(args.run))
     with asyncio.Runner(loop_factory=fleet_loop) as loop_runner:

@@ -70,8 +70,8 @@ class CompletionRequest:
 
 @dataclass(frozen=True, slots=True)
 class EncodedRequest:
-    """A request whose body was built and encoded elsewhere (a run's orchestrator builds
-    every request; a client worker in another process sends the bytes as they are)."""
+    """A request whose body was built and encoded before the send (by the in-process sender's
+    builder, or by a client-worker host from the credit it was sent: runner/fleet)."""
 
     path: str
     content: bytes

@@ -1,31 +1,33 @@
 """Client workers in a process of their own (one, or several sharing its event loop): each
-receives built requests from its stream, sends them over its own connection pool, keeps its
-own session copies, and returns the results.
+receives credits from its stream, builds their requests, sends them over its own connection
+pool, keeps its own session copies, and returns the results.
 
-A host knows nothing of routing or traces. It holds a copy of every session it served (the
+A host decides nothing: the run's workload (its trees, and the orchestrator's builder settings
+and salt) reaches it once, with its configuration, and each credit names the turn to send and
+the routing decision's outputs (runner/fleet/wire.py); it builds the body the orchestrator's
+own builder would (runner/wallclock/prompts.py). It holds a copy of every session it served (the
 history it last sent) until that session's last turn is answered here; copies of sessions
 whose later turns went to another worker stay, which is the stale-copy leak of seed 004, now
 in a real process's memory. Its heartbeat reports RSS, CPU time, requests in flight and its
 copies, so the orchestrator and the live page see each worker as the operating system does.
 
-The run's configuration (endpoint, API key, headers, which may carry credentials) reaches the
-hosts through Redis sealed: a Fernet token under a key made for that run alone
-(`new_fleet_secret`), which never goes to Redis itself. The orchestrator hands it to the hosts
-it starts out of band: a local `client-worker` process in its environment (SECRET_ENV, not on
-its command line, which any user of the machine can read), the web service's `fleet.host`
-task wrapped under the service's own at-rest key (aiperf_web/core/crypto.py), which its hosts
-worker shares. Why this and not a call to the service for the key: the hosts need nothing but
-Redis and the endpoint today; a call back would give every host machine a route to the
-service's API and a credential for it, and the runner (which has no service) a second way to
-work. Anyone reading Redis (a shared instance, a dump, MONITOR) sees ciphertext only, and one
-run's key opens nothing of another run.
+The run's configuration (endpoint, API key, headers, which may carry credentials) and its
+workload (prompts may be confidential too) reach the hosts through Redis sealed: a Fernet
+token under a key made for that run alone (`new_fleet_secret`), which never goes to Redis
+itself. The orchestrator hands it to the hosts it starts out of band: a local `client-worker`
+process in its environment (SECRET_ENV, not on its command line, which any user of the machine
+can read), the web service's `fleet.host` task wrapped under the service's own at-rest key
+(aiperf_web/core/crypto.py), which its hosts worker shares. Why this and not a call to the
+service for the key: the hosts need nothing but Redis and the endpoint today; a call back
+would give every host machine a route to the service's API and a credential for it, and the
+runner (which has no service) a second way to work. Anyone reading Redis (a shared instance, a
+dump, MONITOR) sees ciphertext only, and one run's key opens nothing of another run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import resource
@@ -42,8 +44,10 @@ from cryptography.fernet import Fernet, InvalidToken
 from redis.exceptions import ResponseError
 
 from runner.client import EncodedRequest, InferenceClient, ResponseResult, Timeouts
+from runner.errors import ErrorCategory
 from runner.fleet.loop import fleet_loop
 from runner.fleet.plan import FleetError
+from runner.fleet.resp import Pipelined, connect
 from runner.fleet.wire import (
     CONTROL_CANCEL,
     CONTROL_STOP,
@@ -52,10 +56,14 @@ from runner.fleet.wire import (
     HEARTBEAT_TTL_S,
     CreditEntry,
     RunKeys,
+    Workload,
     decode_credits,
-    encode_result,
+    decode_workload,
+    encode_results,
+    result_row,
 )
 from runner.wallclock.load import LoopLoad
+from runner.wallclock.prompts import RequestBuilder
 from runner.workers.history import HistoryStore
 
 __all__ = [
@@ -103,7 +111,7 @@ class _State:
     copy_bytes: int = 0
     tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)
     unanswered: dict[bytes, int] = field(default_factory=dict)  # stream entry -> its credits
-    outbox: list[bytes] = field(default_factory=list)
+    outbox: list[list[Any]] = field(default_factory=list)  # result rows (wire.result_row)
     acks: list[bytes] = field(default_factory=list)
     flush_wanted: asyncio.Event = field(default_factory=asyncio.Event)
     # Set when the host winds down: its loops finish the Redis command in hand and leave
@@ -177,10 +185,12 @@ def write_host_config(
     connections: int,
     ttl_s: int,
     secret: str,
+    workload: bytes | None = None,
 ) -> Any:
-    """What every host of the run needs to reach the endpoint (a pipeline or client call),
-    sealed under the run's key `secret`: Redis never holds the API key or a header in the
-    clear."""
+    """What every host of the run needs to reach the endpoint (a pipeline or client call) and
+    to build its requests (`workload`, wire.encode_workload), sealed under the run's key
+    `secret`: Redis never holds the API key, a header or a prompt in the clear. The sealed
+    text is the configuration's JSON line, then the workload's bytes after a newline."""
     payload = {
         "endpoint": endpoint,
         "api_key": api_key,
@@ -188,20 +198,27 @@ def write_host_config(
         "timeouts": [timeouts.connect_s, timeouts.read_s, timeouts.total_s, timeouts.pool_s],
         "connections": connections,
     }
-    sealed = Fernet(secret.encode()).encrypt(json.dumps(payload).encode())
+    plain = json.dumps(payload).encode()
+    if workload is not None:
+        plain += b"\n" + workload
+    sealed = Fernet(secret.encode()).encrypt(plain)
     return client.set(keys.prefix + "config", sealed, ex=ttl_s)
 
 
-def open_host_config(sealed: bytes, secret: str) -> bytes:
-    """The configuration `write_host_config` sealed, as JSON; FleetError when `secret` is not
-    the run's key (a host given another run's key, or none)."""
+def open_host_config(sealed: bytes, secret: str) -> tuple[bytes, Workload | None]:
+    """The configuration `write_host_config` sealed, as JSON, and the run's workload (None
+    when it was given none); FleetError when `secret` is not the run's key (a host given
+    another run's key, or none)."""
     try:
-        return Fernet(secret.encode()).decrypt(sealed)
+        plain = Fernet(secret.encode()).decrypt(sealed)
     except (InvalidToken, ValueError):
         raise FleetError(
             "the run's configuration does not open with the key this host was given "
             f"({SECRET_ENV} or the service's host task): it belongs to another run"
         ) from None
+    # JSON never holds a raw newline: the first one ends the configuration.
+    config, newline, workload = plain.partition(b"\n")
+    return config, decode_workload(workload) if newline else None
 
 
 class HostClient(Protocol):
@@ -233,10 +250,6 @@ def read_host_config(raw: bytes) -> HostClient:
     return client
 
 
-def _open_and_read(sealed: bytes, *, secret: str) -> HostClient:
-    return read_host_config(open_host_config(sealed, secret))
-
-
 async def run_host(
     redis_url: str,
     run: str,
@@ -244,15 +257,13 @@ async def run_host(
     *,
     secret: str = "",
     wait_config_s: float = 30.0,
-    client_for: Callable[[bytes], HostClient] | None = None,
+    client_for: Callable[[bytes], HostClient] = read_host_config,
 ) -> HostReport:
     """Serve client worker `worker` of run `run` until the orchestrator says stop (or stops
-    refreshing the run's `alive` key). Returns what this worker did and holds. `client_for`
-    turns the run's sealed configuration into the client requests go through; by default
-    `secret`, the run's key, opens it and `read_host_config` reads it (a benchmark's stand-in
-    client that reads nothing needs no key)."""
-    if client_for is None:
-        client_for = functools.partial(_open_and_read, secret=secret)
+    refreshing the run's `alive` key). Returns what this worker did and holds. `secret`, the
+    run's key, opens the run's configuration and workload; `client_for` turns the
+    configuration into the client requests go through (a benchmark's stand-in answers without
+    a server)."""
     keys = RunKeys(run)
     stream = keys.credits(worker)
     consumer = f"{socket.gethostname()}:{os.getpid()}"
@@ -264,18 +275,25 @@ async def run_host(
             report.stopped = "orphaned"
             return report
         try:
-            client = client_for(raw)
+            config, workload = open_host_config(raw, secret)
+            client = client_for(config)
         except FleetError as exc:
             report.stopped = f"failed: {exc}"
             return report
         with contextlib.suppress(ResponseError):  # BUSYGROUP: the orchestrator made it
             await r.xgroup_create(stream, GROUP, id="0", mkstream=True)
         state = _State()
+        builder = None if workload is None else _Builder(workload)
         wall_offset = time.time() - time.perf_counter()
-        flusher = asyncio.create_task(_flush(r, keys, stream, state, report))
+        # Reads and writes of every batch on lean connections of their own (resp.py).
+        reads = connect(redis_url, timeout_s=15.0)
+        writes = connect(redis_url, timeout_s=15.0)
+        flusher = asyncio.create_task(_flush(writes, keys, stream, state, report))
         beats = asyncio.create_task(_heartbeat(r, keys, worker, state, report, consumer))
         try:
-            report.stopped = await _serve(r, stream, consumer, client, state, report, wall_offset)
+            report.stopped = await _serve(
+                reads, stream, consumer, client, builder, state, report, wall_offset
+            )
         except (aioredis.RedisError, OSError) as exc:
             report.stopped = f"failed: {exc}"
         # Answer what is still in flight (bounded: the orchestrator has settled anything
@@ -292,6 +310,8 @@ async def run_host(
         with contextlib.suppress(TimeoutError, aioredis.RedisError, OSError):
             async with asyncio.timeout(_FINAL_FLUSH_S):
                 await client.aclose()
+                await reads.aclose()
+                await writes.aclose()
                 await r.delete(keys.heartbeat(worker))
         report.copies = len(state.sessions)
         report.copy_bytes = state.copy_bytes
@@ -314,31 +334,34 @@ async def _wait_for(r: aioredis.Redis, key: str, timeout_s: float) -> bytes | No
 
 
 async def _serve(
-    r: aioredis.Redis,
+    reads: Pipelined,
     stream: str,
     consumer: str,
     client: HostClient,
+    builder: _Builder | None,
     state: _State,
     report: HostReport,
     wall_offset: float,
 ) -> str:
+    read = [
+        ("XREADGROUP", "GROUP", GROUP, consumer, "COUNT", _READ_BATCH, "BLOCK", _READ_BLOCK_MS,
+         "STREAMS", stream, ">")
+    ]  # fmt: skip
     while True:
-        reply = await r.xreadgroup(
-            GROUP, consumer, {stream: ">"}, count=_READ_BATCH, block=_READ_BLOCK_MS
-        )
+        (reply,) = await reads.call(read)
         if report.stopped:  # orphaned (heartbeat) or failed (flusher)
             return report.stopped
         if not reply:
             continue
-        entries = cast(list[tuple[bytes, dict[bytes, bytes]]], cast(Any, reply)[0][1])
-        for entry_id, fields in entries:
+        for entry_id, flat in cast(list[tuple[bytes, list[bytes]]], reply[0][1]):
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
             control = fields.get(b"c")
             if control is None:
                 credits = decode_credits(fields)
                 state.unanswered[entry_id] = len(credits)
                 for credit in credits:
                     state.tasks[credit.id] = asyncio.create_task(
-                        _send(client, credit, entry_id, state, wall_offset)
+                        _send(client, builder, credit, entry_id, state, wall_offset)
                     )
                 report.sent += len(credits)
                 continue
@@ -354,29 +377,68 @@ async def _serve(
         state.flush_wanted.set()
 
 
+class _Builder:
+    """The run's request builder on this host: the orchestrator's settings and salt, over the
+    workload's trees (a credit names its tree by index)."""
+
+    def __init__(self, workload: Workload) -> None:
+        self.trees = workload.trees
+        self.scopes = workload.scopes
+        self.builder = RequestBuilder(
+            (),
+            model=workload.model,
+            isolate_trees=workload.isolate_trees,
+            want_worker_id=workload.want_worker_id,
+            ignore_eos=workload.ignore_eos,
+            marker_salt=workload.salt,
+        )
+
+    def build(self, credit: CreditEntry) -> tuple[EncodedRequest, Mapping[str, str]]:
+        request, headers = self.builder.build_turn(
+            self.trees[credit.tree],
+            self.scopes[credit.tree],
+            credit.template_id,
+            credit.turn_index,
+            root_id=credit.root_id,
+            session_id=credit.session_id,
+            priming=credit.priming,
+            affinity=credit.decision(),
+        )
+        return EncodedRequest(request.path, request.encoded()), headers
+
+
 async def _send(
     client: HostClient,
+    builder: _Builder | None,
     entry: CreditEntry,
     entry_id: bytes,
     state: _State,
     wall_offset: float,
 ) -> None:
-    # The copy this worker now holds of the session's history: what it last sent.
-    # Held as shared pieces: what it shares with its previous turn costs nothing again.
-    old = state.sessions.get(entry.session_id)
-    history = state.histories.hold(entry.body, old[0] if old is not None else None)
-    if old is not None:
-        state.histories.release(old[0])
-        state.copy_bytes -= old[1]
-    state.sessions[entry.session_id] = (history, len(entry.body))
-    state.copy_bytes += len(entry.body)
     results: list[ResponseResult] = []
     try:
-        await client.send(
-            EncodedRequest(entry.path, entry.body),
-            headers=entry.headers or None,
-            on_result=results.append,
-        )
+        if builder is None:
+            raise ValueError("the run gave this host no workload")
+        request, headers = builder.build(entry)
+    except (ValueError, LookupError) as exc:
+        # A credit this host cannot build (a workload that is not the run's): answered as
+        # the client's own failure, and the run's failure threshold decides.
+        results.append(_unbuilt(str(exc)))
+        request = None
+    if request is not None:
+        body = request.content
+        # The copy this worker now holds of the session's history: what it last sent.
+        # Held as shared pieces: what it shares with its previous turn costs nothing again.
+        old = state.sessions.get(entry.session_id)
+        history = state.histories.hold(body, old[0] if old is not None else None)
+        if old is not None:
+            state.histories.release(old[0])
+            state.copy_bytes -= old[1]
+        state.sessions[entry.session_id] = (history, len(body))
+        state.copy_bytes += len(body)
+    try:
+        if request is not None:
+            await client.send(request, headers=headers or None, on_result=results.append)
     except asyncio.CancelledError:
         pass  # cancelled by the orchestrator, which has recorded it already
     finally:
@@ -387,7 +449,7 @@ async def _send(
                 state.histories.release(gone[0])
                 state.copy_bytes -= gone[1]
         if results:
-            state.outbox.append(encode_result(entry.id, results[0], wall_offset))
+            state.outbox.append(result_row(entry.id, results[0], wall_offset))
         left = state.unanswered.pop(entry_id) - 1
         if left:
             state.unanswered[entry_id] = left
@@ -396,20 +458,38 @@ async def _send(
         state.flush_wanted.set()
 
 
+def _unbuilt(detail: str) -> ResponseResult:
+    now = time.perf_counter()
+    return ResponseResult(
+        start_s=now,
+        end_s=now,
+        first_token_s=None,
+        chunk_times_s=(),
+        output_tokens=0,
+        prompt_tokens=None,
+        cached_tokens=None,
+        served_by=None,
+        status=None,
+        # The worker cannot serve: no category says more (and the failure threshold counts it).
+        error=ErrorCategory.WORKER_LOST,
+        error_detail=f"the client worker cannot build the request: {detail}"[:200],
+    )
+
+
 async def _flush(
-    r: aioredis.Redis, keys: RunKeys, stream: str, state: _State, report: HostReport
+    writes: Pipelined, keys: RunKeys, stream: str, state: _State, report: HostReport
 ) -> None:
     """Results and acknowledgements go out in one pipelined round trip per batch: what
     finished while the previous batch was on the wire makes the next one. A host that cannot
     return results is of no use: it leaves, its heartbeat stops, and the orchestrator settles
     what it owed as lost."""
     try:
-        await _flush_forever(r, keys, stream, state)
+        await _flush_forever(writes, keys, stream, state)
     except (aioredis.RedisError, OSError) as exc:
         report.stopped = f"failed: {exc}"
 
 
-async def _flush_forever(r: aioredis.Redis, keys: RunKeys, stream: str, state: _State) -> None:
+async def _flush_forever(writes: Pipelined, keys: RunKeys, stream: str, state: _State) -> None:
     while True:
         # Once closing, nothing wakes this loop again: it flushes what is left and leaves.
         if not state.closing.is_set():
@@ -421,15 +501,15 @@ async def _flush_forever(r: aioredis.Redis, keys: RunKeys, stream: str, state: _
             continue
         results, state.outbox = state.outbox, []
         acks, state.acks = state.acks, []
-        pipe = r.pipeline(transaction=False)
+        commands: list[list[bytes | str]] = []
         if results:
-            pipe.rpush(keys.returns, *results)
+            commands.append(["RPUSH", keys.returns, encode_results(results)])
         if acks:
-            pipe.xack(stream, GROUP, *acks)
-            # An answered credit is of no more use: its request body (often tens of KB) must
-            # not stay in Redis for the whole run.
-            pipe.xdel(stream, *acks)
-        await pipe.execute()
+            commands.append(["XACK", stream, GROUP, *acks])
+            # An answered credit is of no more use: its entry must not stay in Redis for the
+            # whole run.
+            commands.append(["XDEL", stream, *acks])
+        await writes.call(commands)
 
 
 async def _heartbeat(

@@ -1,9 +1,13 @@
 """The orchestrator's side: a `RequestSender` whose client workers are processes elsewhere.
 
-The engine, its router and its books stay in the orchestrating process; every dispatch is
-built here (`RequestBuilder`), appended to its worker's stream, and its result popped from
-the run's one return list. Everything is batched per event-loop tick: all credits issued in a
-tick go out in one pipelined round trip, and one blocking pop takes every result waiting.
+The engine, its router and its books stay in the orchestrating process; the run's workload
+goes to the hosts once, with their configuration, and every dispatch goes out as a credit
+that names what to send and carries the routing decision's outputs (runner/fleet/wire.py):
+the hosts build the bodies. A credit is appended to its worker's stream and its result popped
+from the run's one return list. Everything is batched per event-loop tick: all credits issued
+in a tick go out in one pipelined round trip, and one blocking pop takes every result waiting.
+The driver posts dispatches (`post`: no task or future per request) and hears each result
+through its callback.
 Hosts are watched by their heartbeats; a host that stops beating is lost: its credits still
 owed are classified (sent and unanswered, or never read) and answered as `worker_lost`, never
 re-sent, and the engine is told so its sessions fail or migrate by its own rule.
@@ -17,7 +21,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -29,6 +33,7 @@ from runner.errors import ErrorCategory
 from runner.fleet.host import new_fleet_secret, write_host_config
 from runner.fleet.line import FleetLine, busy_hosts, pause
 from runner.fleet.plan import FleetError
+from runner.fleet.resp import connect
 from runner.fleet.wire import (
     CONTROL_CANCEL,
     CONTROL_STOP,
@@ -36,11 +41,14 @@ from runner.fleet.wire import (
     HEARTBEAT_TTL_S,
     CreditEntry,
     RunKeys,
-    decode_result,
+    Workload,
+    affinity_of,
+    decode_results,
     encode_credits,
+    encode_workload,
 )
 from runner.replay.engine import Dispatch
-from runner.trace import Trace
+from runner.trace import Trace, Tree
 from runner.wallclock.prompts import RequestBuilder
 from runner.wallclock.replay import LiveConfig
 
@@ -71,12 +79,20 @@ class LostWorker:
     redelivered: int  # of the in-flight ones, credits whose entry was delivered more than once
 
 
-@dataclass(slots=True)
+OnDone = Callable[[Dispatch, ResponseResult], None]
+
+
 class _Owed:
-    future: asyncio.Future[ResponseResult]
-    worker: int
-    sent_at: float
-    entry: bytes | None = None  # the stream entry that carried it, once appended
+    """A credit posted and not yet answered (a plain class: one per request)."""
+
+    __slots__ = ("dispatch", "entry", "on_done", "sent_at", "worker")
+
+    def __init__(self, dispatch: Dispatch, on_done: OnDone, worker: int, sent_at: float) -> None:
+        self.dispatch = dispatch
+        self.on_done = on_done
+        self.worker = worker
+        self.sent_at = sent_at
+        self.entry: bytes | None = None  # the stream entry that carried it, once appended
 
 
 @dataclass(slots=True)
@@ -112,9 +128,25 @@ class FleetSender:
         hosts' configuration goes to Redis sealed under `secret`, the run's key (a new one
         when not given: `self.secret`), which the hosts must be given another way."""
         self.secret = secret or new_fleet_secret()
-        self.builder = RequestBuilder(
+        # Only for its salt and scopes: the hosts build with the same (the workload says).
+        self.builder = builder = RequestBuilder(
             traces,
             model=config.model,
+            isolate_trees=config.isolate_trees,
+            want_worker_id=config.want_worker_id,
+            ignore_eos=config.ignore_eos,
+        )
+        trees = tuple(tree for trace in traces for tree in trace.trees)
+        self._tree_index = {id(tree): index for index, tree in enumerate(trees)}
+        # For trees the engine holds as other objects (the same traces loaded twice).
+        self._tree_ids: dict[str, int] = {}
+        for index, tree in enumerate(trees):
+            self._tree_ids.setdefault(tree.id, index)
+        self.workload = Workload(
+            trees=trees,
+            scopes=tuple(builder.scope(tree) for tree in trees),
+            model=config.model,
+            salt=builder.salt,
             isolate_trees=config.isolate_trees,
             want_worker_id=config.want_worker_id,
             ignore_eos=config.ignore_eos,
@@ -130,6 +162,10 @@ class FleetSender:
         self.redis = aioredis.from_url(
             redis_url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=5
         )
+        # The two calls of every tick (credits out, results in) on lean connections of their
+        # own (runner/fleet/resp.py): redis-py's per-command CPU was most of a credit's.
+        self._out = connect(redis_url, timeout_s=SOCKET_TIMEOUT_S)
+        self._in = connect(redis_url, timeout_s=SOCKET_TIMEOUT_S)
         self.on_worker_lost: Callable[[int, float], None] | None = None
         self.stats = FleetStats()
         self.heartbeats: dict[int, dict[str, Any]] = {}
@@ -205,6 +241,7 @@ class FleetSender:
             connections=self.connections,
             ttl_s=_CONFIG_TTL_S,
             secret=self.secret,
+            workload=encode_workload(self.workload),
         )
         await pipe.execute()
         for worker in range(self.workers):
@@ -288,50 +325,106 @@ class FleetSender:
     def _give_up(self, detail: str) -> None:
         self.broken = detail
         now = time.perf_counter()
-        for entry in self._owed.values():
-            if not entry.future.done():
-                entry.future.set_result(
-                    _failed(entry.sent_at, ErrorCategory.WORKER_LOST, detail, end_s=now)
-                )
-        self._owed.clear()
+        owed, self._owed = self._owed, {}
+        self._settle_soon(owed.values(), ErrorCategory.WORKER_LOST, detail, now)
+
+    @staticmethod
+    def _settle_soon(
+        owed: Iterable[_Owed], error: ErrorCategory, detail: str, end_s: float
+    ) -> None:
+        """Answer these credits with `error`, each callback on the loop's next turn: after
+        whoever settles them has told the driver why (a lost worker, first)."""
+        loop = asyncio.get_running_loop()
+        for entry in owed:
+            result = _failed(entry.sent_at, error, detail, end_s=end_s)
+            loop.call_soon(entry.on_done, entry.dispatch, result)
 
     # ------------------------------------------------------------------------ sending
 
-    async def send(self, dispatch: Dispatch, on_result: Callable[[ResponseResult], None]) -> None:
+    def post(self, dispatch: Dispatch, on_done: OnDone) -> int | None:
+        """Send `dispatch` with the next flush; `on_done(dispatch, result)` is called exactly
+        once with its outcome, never from within this call. Returns the credit's id (None
+        when it fails at once: its worker is lost, or Redis is)."""
         worker = dispatch.worker
         sent_at = time.perf_counter()
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[ResponseResult] = loop.create_future()
         if worker in self._lost or self.broken:
             detail = self.broken or f"client worker {worker} lost"
-            on_result(_failed(sent_at, ErrorCategory.WORKER_LOST, detail))
-            return
-        request, headers = self.builder.build(dispatch)
+            result = _failed(sent_at, ErrorCategory.WORKER_LOST, detail)
+            asyncio.get_running_loop().call_soon(on_done, dispatch, result)
+            return None
         credit = dispatch.credit
+        tree = self._tree_index.get(id(credit.tree))
+        if tree is None:
+            tree = self._tree_of(credit.tree)
         credit_id = next(self._ids)
-        self._owed[credit_id] = _Owed(future, worker, sent_at)
-        entry = CreditEntry(
-            id=credit_id,
-            session_id=credit.session_id,
-            session_end=credit.turn_index + 1 >= credit.num_turns,
-            path=request.path,
-            body=request.encoded(),
-            headers=dict(headers),
+        self._owed[credit_id] = _Owed(dispatch, on_done, worker, sent_at)
+        outbox = self._outbox.get(worker)
+        if outbox is None:
+            outbox = self._outbox[worker] = []
+        outbox.append(
+            CreditEntry(
+                credit_id,
+                tree,
+                credit.template_id,
+                credit.turn_index,
+                credit.root_id,
+                credit.session_id,
+                credit.priming,
+                credit.turn_index + 1 >= credit.num_turns,
+                affinity_of(dispatch.affinity),
+            )
         )
-        self._outbox.setdefault(worker, []).append(entry)
         self.stats.credits += 1
         self._flush_wanted.set()
+        return credit_id
+
+    def _tree_of(self, tree: Tree | None) -> int:
+        """The workload's index of a tree the engine holds as another object than ours."""
+        index = None if tree is None else self._tree_ids.get(tree.id)
+        if index is None:
+            raise ValueError(
+                f"tree {getattr(tree, 'id', None)!r} is not in the workload the hosts were "
+                "given: the engine and the fleet's sender must replay the same traces"
+            )
+        self._tree_index[id(tree)] = index
+        return index
+
+    def cancel_posted(self) -> None:
+        """Every credit posted and not answered ends now as cancelled (its callback called
+        before this returns); its host is told to stop sending it."""
+        if not self._owed:
+            return
+        owed, self._owed = self._owed, {}
+        now = time.perf_counter()
+        for credit_id, entry in owed.items():
+            self.stats.cancelled += 1
+            self._cancels.setdefault(entry.worker, []).append(credit_id)
+            result = _failed(entry.sent_at, ErrorCategory.CANCELLED, _CANCELLED, end_s=now)
+            entry.on_done(entry.dispatch, result)
+        self._flush_wanted.set()
+
+    async def send(self, dispatch: Dispatch, on_result: Callable[[ResponseResult], None]) -> None:
+        """`post` awaited, for a caller with a task per request (RequestSender)."""
+        future: asyncio.Future[ResponseResult] = asyncio.get_running_loop().create_future()
+
+        def done(_: Dispatch, result: ResponseResult) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        sent_at = time.perf_counter()
+        credit_id = self.post(dispatch, done)
         try:
             result = await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 on_result(future.result())  # answered just before the cancel landed: kept
                 raise
-            if self._owed.pop(credit_id, None) is not None:
+            owed = self._owed.pop(credit_id, None) if credit_id is not None else None
+            if owed is not None:
                 self.stats.cancelled += 1
-                self._cancels.setdefault(worker, []).append(credit_id)
+                self._cancels.setdefault(owed.worker, []).append(cast(int, credit_id))
                 self._flush_wanted.set()
-            on_result(_failed(sent_at, ErrorCategory.CANCELLED, "cancelled by the caller"))
+            on_result(_failed(sent_at, ErrorCategory.CANCELLED, _CANCELLED))
             raise
         on_result(result)
 
@@ -344,14 +437,14 @@ class FleetSender:
                 continue
             outbox, self._outbox = self._outbox, {}
             cancels, self._cancels = self._cancels, {}
-            pipe = self.redis.pipeline(transaction=False)
+            commands: list[list[bytes | str]] = []
             batches = list(outbox.values())
             for worker, credits in outbox.items():
-                pipe.xadd(keys.credits(worker), encode_credits(credits))  # type: ignore[arg-type]
+                commands.append(_xadd(keys.credits(worker), encode_credits(credits)))
             for worker, ids in cancels.items():
                 fields = {b"c": CONTROL_CANCEL, b"ids": ",".join(map(str, ids)).encode()}
-                pipe.xadd(keys.credits(worker), fields)  # type: ignore[arg-type]
-            entry_ids = await pipe.execute()
+                commands.append(_xadd(keys.credits(worker), fields))
+            entry_ids = await self._out.call(commands)
             # Which entry carried each credit: a lost host's pending entries then say which
             # of its credits it had read.
             for credits, entry_id in zip(batches, entry_ids, strict=False):
@@ -366,24 +459,25 @@ class FleetSender:
         offset = self._wall_offset
         owed = self._owed
         transits = self.transits_s
+        pop = [("BLMPOP", _POP_BLOCK_S, 1, returns, "LEFT", "COUNT", _POP_BATCH)]
         while not self._closing:
-            reply = await self.redis.blmpop(
-                _POP_BLOCK_S, 1, returns, direction="LEFT", count=_POP_BATCH
-            )
+            (reply,) = await self._in.call(pop)
             if not reply:
                 continue
-            self.stats.pops += 1
+            stats = self.stats
+            stats.pops += 1
+            record_transit = self.record_transit
             for raw in cast(list[bytes], reply[1]):
-                credit_id, result = decode_result(raw, offset)
-                entry = owed.pop(credit_id, None)
-                if entry is None or entry.future.done():
-                    self.stats.late_results += 1
-                    continue
-                self.stats.results += 1
-                if self.record_transit:
-                    elapsed = time.perf_counter() - entry.sent_at
-                    transits.append(elapsed - (result.end_s - result.start_s))
-                entry.future.set_result(result)
+                for credit_id, result in decode_results(raw, offset):
+                    entry = owed.pop(credit_id, None)
+                    if entry is None:
+                        stats.late_results += 1
+                        continue
+                    stats.results += 1
+                    if record_transit:
+                        elapsed = time.perf_counter() - entry.sent_at
+                        transits.append(elapsed - (result.end_s - result.start_s))
+                    entry.on_done(entry.dispatch, result)
 
     # ------------------------------------------------------------------------ watching
 
@@ -421,12 +515,10 @@ class FleetSender:
         unread = len(owed) - in_flight
         redelivered = sum(1 for o in read if deliveries[cast(bytes, o.entry)] > 1)
         detail = f"client worker {worker} stopped answering"
-        for credit_id, entry in owed:
+        for credit_id, _ in owed:
             del self._owed[credit_id]
-            if not entry.future.done():
-                entry.future.set_result(
-                    _failed(entry.sent_at, ErrorCategory.WORKER_LOST, detail, end_s=now)
-                )
+        # Answered on the loop's next turn: after the driver heard of the loss (below).
+        self._settle_soon([entry for _, entry in owed], ErrorCategory.WORKER_LOST, detail, now)
         self._outbox.pop(worker, None)
         self.stats.lost.append(LostWorker(worker, now, in_flight, unread, redelivered))
         if self.on_worker_lost is not None:
@@ -520,7 +612,19 @@ class FleetSender:
                 await pipe.execute()
         with contextlib.suppress(aioredis.RedisError, OSError, TimeoutError):
             async with asyncio.timeout(_CLOSE_S):
+                await self._out.aclose()
+                await self._in.aclose()
                 await self.redis.aclose()
+
+
+_CANCELLED = "cancelled by the caller"
+
+
+def _xadd(stream: str, fields: dict[bytes, bytes]) -> list[bytes | str]:
+    command: list[bytes | str] = ["XADD", stream, "*"]
+    for name, value in fields.items():
+        command += (name, value)
+    return command
 
 
 def _failed(

@@ -22,7 +22,7 @@ from runner.affinity.emitters import AffinityDecision, merge_nvext
 from runner.client import ChatRequest
 from runner.dynamo import SESSION_FINAL_HEADER
 from runner.replay.engine import Dispatch
-from runner.trace import Trace, instance_marker, render_messages, synthesize_prompt
+from runner.trace import Trace, Tree, instance_marker, render_messages, synthesize_prompt
 
 __all__ = ["RequestBuilder"]
 
@@ -51,14 +51,51 @@ class RequestBuilder:
             for tree in trace.trees:
                 self._scopes[id(tree)] = scope
 
+    @property
+    def salt(self) -> str:
+        """This run's salt (markers and affinity ids): a builder elsewhere given it (a
+        client-worker host, `marker_salt`) builds the same bytes as this one."""
+        return self._salt[:-1]
+
+    def scope(self, tree: Tree) -> str:
+        """What the tree's hash ids are scoped to (its trace file)."""
+        return self._scopes.get(id(tree), tree.id)
+
     def build(self, dispatch: Dispatch) -> tuple[ChatRequest, Mapping[str, str]]:
         credit = dispatch.credit
-        turn = credit.turn
         tree = credit.tree
-        assert turn is not None and tree is not None, "live credits carry their trace turn"
-        marker = instance_marker(self._salt + credit.root_id) if self.isolate_trees else None
+        assert credit.turn is not None and tree is not None, "live credits carry their trace turn"
+        return self.build_turn(
+            tree,
+            self._scopes.get(id(tree), tree.id),
+            credit.template_id,
+            credit.turn_index,
+            root_id=credit.root_id,
+            session_id=credit.session_id,
+            priming=credit.priming,
+            affinity=dispatch.affinity,
+        )
+
+    def build_turn(
+        self,
+        tree: Tree,
+        scope: str,
+        template_id: str,
+        turn_index: int,
+        *,
+        root_id: str,
+        session_id: str,
+        priming: bool,
+        affinity: AffinityDecision,
+    ) -> tuple[ChatRequest, Mapping[str, str]]:
+        """The request of turn `turn_index` of session template `template_id` of `tree`, for
+        the tree instance `root_id` and its session `session_id`, with the routing decision's
+        affinity: what `build` makes of a dispatch, from the names a credit carries over the
+        fleet's wire (runner/fleet/wire.py), so a host builds what the orchestrator would."""
+        turn = tree.sessions[template_id].turns[turn_index]
+        marker = instance_marker(self._salt + root_id) if self.isolate_trees else None
         if turn.messages is not None:
-            messages = render_messages(tree, credit.template_id, credit.turn_index)
+            messages = render_messages(tree, template_id, turn_index)
             if marker is not None:
                 _mark(messages, marker)
         else:
@@ -66,17 +103,17 @@ class RequestBuilder:
                 input_tokens=turn.input_tokens,
                 hash_ids=turn.hash_ids,
                 block_size=tree.block_size,
-                scope=self._scopes.get(id(tree), tree.id),
-                request_key=f"{credit.session_id}:{credit.turn_index}",
+                scope=scope,
+                request_key=f"{session_id}:{turn_index}",
                 marker=marker,
             )
             messages = [{"role": "user", "content": text}]
-        affinity = _salted(dispatch.affinity, self._salt)
+        affinity = _salted(affinity, self._salt)
         extra = merge_nvext(turn.extra_body, affinity)
         request = ChatRequest(
             model=self.model,  # the endpoint's model, not the one the trace recorded
             messages=messages,
-            max_tokens=1 if credit.priming else max(1, turn.output_tokens),
+            max_tokens=1 if priming else max(1, turn.output_tokens),
             ignore_eos=self.ignore_eos,
             want_worker_id=self.want_worker_id,
             extra_body=extra or None,

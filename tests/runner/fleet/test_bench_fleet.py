@@ -47,7 +47,6 @@ def test_hosts_leave_at_once_when_their_run_is_over() -> None:
     # A host's last flush once left its flusher waiting for a wake-up that never came: every
     # host lingered its whole final-flush bound (10 s) after the run's end.
     run = uuid.uuid4().hex[:12]
-    procs = _bench_processes("echo", REDIS_URL, run, 2)
     config = LiveConfig(
         endpoint="http://127.0.0.1:9",
         model="m",
@@ -55,6 +54,8 @@ def test_hosts_leave_at_once_when_their_run_is_over() -> None:
         engine=EngineConfig(client_workers=2),
     )
     sender = FleetSender([small_trace(40)], config, redis_url=REDIS_URL, run=run)
+    # The echo hosts build what they are sent: they need the run's key for its workload.
+    procs = _bench_processes("echo", REDIS_URL, run, 2, secret=sender.secret)
 
     async def run_and_close() -> int:
         await sender.start(timeout_s=30)

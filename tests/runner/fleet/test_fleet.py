@@ -26,19 +26,10 @@ from cryptography.fernet import Fernet
 
 from runner import SpecError, parse_spec
 from runner.affinity.emitters import AffinityConfig, AffinityKind
-from runner.client import ResponseResult
 from runner.cluster import ClusterConfig
 from runner.ending import EndedBy, Ending
-from runner.errors import ErrorCategory
 from runner.fleet import FleetSender, RunKeys, host_groups
 from runner.fleet.host import SECRET_ENV, new_fleet_secret
-from runner.fleet.wire import (
-    CreditEntry,
-    decode_credits,
-    decode_result,
-    encode_credits,
-    encode_result,
-)
 from runner.mockserver import MockServerConfig, start_mock_server
 from runner.replay.engine import EngineConfig
 from runner.replay.scheduler import ReplayConfig
@@ -347,61 +338,6 @@ def test_a_host_leaves_when_its_orchestrator_is_gone():
         client.delete(keys.prefix + "config", keys.credits(0))
     assert report["stopped"] == "orphaned"
     assert hosts.procs[0].returncode == 1
-
-
-def test_credits_and_results_cross_the_wire_intact():
-    entry = CreditEntry(
-        id=7,
-        session_id="s-1",
-        session_end=True,
-        path="/v1/chat/completions",
-        body=b'{"model":"m"}',
-        headers={"X-Dynamo-Session-ID": "abc"},
-    )
-    # A tick's credits share one stream entry, whatever their bodies hold (newlines, bytes
-    # that are not UTF-8, nothing at all) and whatever their session ids.
-    odd = CreditEntry(
-        id=8,
-        session_id="s\n2 ✓",
-        session_end=False,
-        path="/v1/completions",
-        body=b'{"p":"a\nb"}\n\x00\xff',
-        headers={},
-    )
-    empty = CreditEntry(id=9, session_id="", session_end=False, path="/", body=b"", headers={})
-    assert decode_credits(encode_credits([entry])) == [entry]
-    assert decode_credits(encode_credits([entry, odd, empty, entry])) == [entry, odd, empty, entry]
-    result = ResponseResult(
-        start_s=10.0,
-        end_s=12.0,
-        first_token_s=10.5,
-        chunk_times_s=(10.5, 11.0, 11.5, 12.0),
-        output_tokens=4,
-        prompt_tokens=100,
-        cached_tokens=64,
-        served_by="w3",
-        status=200,
-        error=None,
-    )
-    credit_id, back = decode_result(encode_result(7, result, 1000.0), 1000.0)
-    assert credit_id == 7
-    assert back.ttft_s == pytest.approx(0.5) and back.latency_s == pytest.approx(2.0)
-    assert len(back.chunk_times_s) == 4
-    assert back.chunk_times_s[-1] - back.chunk_times_s[0] == pytest.approx(1.5)
-    failed = ResponseResult(
-        start_s=1.0,
-        end_s=1.0,
-        first_token_s=None,
-        chunk_times_s=(),
-        output_tokens=0,
-        prompt_tokens=None,
-        cached_tokens=None,
-        served_by=None,
-        status=None,
-        error=ErrorCategory.CONNECT,
-        error_detail="refused",
-    )
-    assert decode_result(encode_result(1, failed, 0.0), 0.0)[1].error is ErrorCategory.CONNECT
 
 
 def test_a_run_whose_every_host_dies_ends_and_says_so(mock):

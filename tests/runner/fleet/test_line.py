@@ -74,13 +74,16 @@ def _sender(run: str) -> FleetSender:
 
 
 def _start_later(
-    run: str, delay_s: float, procs: list[subprocess.Popen[bytes]]
+    sender: FleetSender, delay_s: float, procs: list[subprocess.Popen[bytes]]
 ) -> Callable[[], None]:
-    """A pool that takes `delay_s` to start the run's host once asked."""
+    """A pool that takes `delay_s` to start the run's host once asked (given the run's key,
+    as a pool's hosts are)."""
+    run, secret = sender.keys.run, sender.secret
 
     def start() -> None:
         threading.Timer(
-            delay_s, lambda: procs.extend(_bench_processes("echo", REDIS_URL, run, 1))
+            delay_s,
+            lambda: procs.extend(_bench_processes("echo", REDIS_URL, run, 1, secret=secret)),
         ).start()
 
     return start
@@ -107,14 +110,14 @@ def test_a_run_waits_for_hosts_while_the_pool_serves_other_runs_and_not_otherwis
 
     try:
         # Hosts come 3 s after asked, past a 1 s start timeout: the run still gets them.
-        _on_fleet_loop(start_and_close(sender, 1.0, _start_later(run, 3.0, procs)))
+        _on_fleet_loop(start_and_close(sender, 1.0, _start_later(sender, 3.0, procs)))
         assert sender.heartbeats.keys() == {0}
         assert any("busy with 1 other run" in line for line in waits), waits
         # The pool idle (no other run's host beating): the same wait fails at the timeout.
         client.delete(other.heartbeat(0))
-        lonely = uuid.uuid4().hex[:12]
+        lonely = _sender(uuid.uuid4().hex[:12])
         with pytest.raises(FleetError, match="did not start within 1 s"):
-            _on_fleet_loop(start_and_close(_sender(lonely), 1.0, _start_later(lonely, 3.0, procs)))
+            _on_fleet_loop(start_and_close(lonely, 1.0, _start_later(lonely, 3.0, procs)))
     finally:
         for proc in procs:
             proc.kill()
