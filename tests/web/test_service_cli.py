@@ -285,10 +285,10 @@ def test_exporting_an_unknown_run_writes_no_file(
 def test_verify_prints_what_the_service_recomputes_and_exits_1_on_a_difference(
     live_world: World, cli: Cli
 ) -> None:
-    from tests.web.test_verify_run import _stored_run
+    from tests.web.test_verify_run import run_row, stored_run
 
     viewer = live_world.tokens["viewer"]  # reading: any role of the team
-    run = _stored_run(live_world, n=200)
+    run = stored_run(live_world, n=200)
     agreed = cli("verify", str(run.uuid), "--token", viewer)
     assert agreed.returncode == 0, agreed.stderr
     lines = agreed.stdout.splitlines()
@@ -308,10 +308,7 @@ def test_verify_prints_what_the_service_recomputes_and_exits_1_on_a_difference(
     assert as_json.returncode == 1
     assert [f["figure"] for f in json.loads(as_json.stdout)["failures"]] == ["requests"]
 
-    queued = Run.objects.create(
-        team=live_world.team, scenario_name="verify", target_kind="simulated",
-        spec=live_world.scenario.spec, status=Status.QUEUED,
-    )  # fmt: skip
+    queued = run_row(live_world, status=Status.QUEUED)
     refused = _one_line_error(cli("verify", str(queued.uuid), "--token", viewer))
     assert f"GET /api/v1/runs/{queued.uuid}/verify refused (409)" in refused
     assert "no summary yet" in refused

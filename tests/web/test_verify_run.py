@@ -19,7 +19,18 @@ from runner.metrics import RequestRecord, RunMetrics
 from tests.web.conftest import World
 
 
-def _stored_run(world: World, n: int = 400) -> Run:
+def run_row(world: World, **fields: Any) -> Run:
+    """A run of team A's, stored as given (no worker ran it)."""
+    return Run.objects.create(
+        team=world.team,
+        scenario_name="verify",
+        target_kind="simulated",
+        spec=world.scenario.spec,
+        **fields,
+    )
+
+
+def stored_run(world: World, n: int = 400) -> Run:
     rng = random.Random(4)
     metrics = RunMetrics()
     batch = []
@@ -45,21 +56,13 @@ def _stored_run(world: World, n: int = 400) -> Run:
         metrics.record(record)
         batch.append(record.to_json_dict())
     summary = json.loads(json.dumps(dict(metrics.summary())))
-    run = Run.objects.create(
-        team=world.team,
-        scenario_name="verify",
-        target_kind="simulated",
-        spec=world.scenario.spec,
-        status=Status.SUCCEEDED,
-        summary=summary,
-        records_count=n,
-    )
+    run = run_row(world, status=Status.SUCCEEDED, summary=summary, records_count=n)
     records_insert(run_pk=run.pk, first_seq=0, batch=batch)
     return run
 
 
 def test_verify_run_agrees_with_a_runs_own_records_and_finds_a_tampered_figure(world: World):
-    run = _stored_run(world)
+    run = stored_run(world)
     out = io.StringIO()
     call_command("verify_run", str(run.uuid), stdout=out)
     assert "400 records" in out.getvalue() and "every figure agrees" in out.getvalue()
@@ -87,7 +90,7 @@ def _verify(world: World, run: Run, persona: str = "viewer") -> Any:
 
 
 def test_the_api_verifies_a_stored_run_for_its_team_and_names_a_tampered_figure(world: World):
-    run = _stored_run(world)
+    run = stored_run(world)
     response = _verify(world, run)  # a viewer may: it reads, writes nothing
     assert response.status_code == 200, response.content
     body = response.json()
@@ -116,16 +119,10 @@ def test_the_api_verifies_a_stored_run_for_its_team_and_names_a_tampered_figure(
 
 
 def test_the_api_refuses_other_teams_anonymous_and_a_run_without_a_summary(world: World):
-    run = _stored_run(world, n=20)
+    run = stored_run(world, n=20)
     assert _verify(world, run, "outsider").status_code == 404
     assert _verify(world, run, "anonymous").status_code == 401
-    queued = Run.objects.create(
-        team=world.team,
-        scenario_name="verify",
-        target_kind="simulated",
-        spec=world.scenario.spec,
-        status=Status.QUEUED,
-    )
+    queued = run_row(world, status=Status.QUEUED)
     refused = _verify(world, queued, "teammate")
     assert refused.status_code == 409, refused.content
     assert refused.json()["errors"][0]["field"] == "status"
