@@ -29,7 +29,6 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from aiperf_web.live.charts import SLIM_FIELDS, SlimTree
-from aiperf_web.live.saturation import LoadPoint, load_point
 from aiperf_web.runs.leaks import LeakPoint, leak_flag, leak_point
 from aiperf_web.runs.messages import LogLine, RunState, log_line, run_state
 from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunLog, RunSample
@@ -156,26 +155,6 @@ def run_leak_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> li
         if point is not None:
             points.append(point)
     return points
-
-
-def run_load_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> list[LoadPoint]:
-    """What the saturation check reads of each sample (live/saturation.py), as JSON paths:
-    the client's load, the client-worker processes, the latest latency intervals."""
-    base = RunSample.objects.filter(run=run_obj)
-    last_seq = base.order_by("-seq").values_list("seq", flat=True).first()
-    if last_seq is None:
-        return []
-    stride = max(1, math.ceil((last_seq + 1) / max_points))
-    qs = base
-    if stride > 1:
-        qs = base.annotate(k=Mod(F("seq"), stride)).filter(Q(k=0) | Q(seq=last_seq))
-    rows = qs.order_by("seq").values_list(
-        "t_s", "data__wall_s", "data__client", "data__hosts", "data__recent"
-    )
-    return [
-        load_point(t_s, {"wall_s": wall_s, "client": client, "hosts": hosts, "recent": recent})
-        for t_s, wall_s, client, hosts, recent in rows
-    ]
 
 
 def run_log_after(*, run_obj: Run, after_id: int, limit: int = 200) -> list[LogLine]:

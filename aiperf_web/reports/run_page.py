@@ -9,9 +9,8 @@ from typing import Any
 
 from django.urls import reverse
 
-from aiperf_web.live.saturation import saturation_assess
-from aiperf_web.live.selectors import run_load_points
 from aiperf_web.reports.cards.placement import LABELS, NOT_REPORTED, placement_card
+from aiperf_web.reports.cards.saturation import run_load_points, saturation_assess
 from aiperf_web.reports.cards.server_metrics import run_server_metrics
 from aiperf_web.reports.selectors import report as report_sel
 from aiperf_web.runs import selectors as run_sel

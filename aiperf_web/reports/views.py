@@ -21,8 +21,8 @@ from aiperf_web.core.forms import add_service_errors
 from aiperf_web.core.ids import parse_uuid
 from aiperf_web.core.views import page
 from aiperf_web.endpoints.selectors import endpoint_list
-from aiperf_web.live.bundle import export_script
 from aiperf_web.reports import services
+from aiperf_web.reports.bundle import export_script
 from aiperf_web.reports.cards.placement import NOT_REPORTED
 from aiperf_web.reports.forms import ABForm
 from aiperf_web.reports.models import ABPair

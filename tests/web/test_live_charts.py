@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from aiperf_web.live.bundle import EXPORT_MODULES, STATIC_JS, BundleError, bundle, export_script
 from aiperf_web.live.charts import CHARTS, SLIM_FIELDS
 from aiperf_web.live.selectors import sample_slim
+from aiperf_web.reports.bundle import EXPORT_MODULES, STATIC_JS, BundleError, bundle, export_script
 
 IMPORT = re.compile(r'^import\s*\{[^}]*\}\s*from\s*"(\.{1,2}/[^"]+)"', re.M)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiperf_web.live.saturation import LoadPoint, load_point, saturation_assess
+from aiperf_web.reports.cards.saturation import LoadPoint, load_point, saturation_assess
 from aiperf_web.runs.models import RunSample
 from tests.web.conftest import World
 from tests.web.test_reports import _finished, _summary

@@ -412,7 +412,7 @@ export class RunView {
   }
 
   // The client's own load, and a warning once it limits the run: CPU past aiperf's 85 % or the
-  // loop waking 100 ms late for 3 snapshots in a row (live/saturation.py judges the report).
+  // loop waking 100 ms late for 3 snapshots in a row (reports/cards/saturation.py judges the report).
   drawClientLoad(c) {
     const cpu = c ? c.cpu_pct : null, lag = c ? c.loop_lag_ms : null;
     for (const [key, text, over] of [["client_cpu", cpu === null || cpu === undefined ? "—" : `${Math.round(cpu)} %`, cpu >= 85],

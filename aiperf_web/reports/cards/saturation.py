@@ -20,9 +20,16 @@ less than it sends, requests queue and the virtual clock runs on long after the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
+
+from django.db.models import F, Q
+from django.db.models.functions import Mod
+
+from aiperf_web.live.selectors import MAX_HISTORY_POINTS
+from aiperf_web.runs.models import Run, RunSample
 
 # aiperf's own warning threshold for its worker processes' CPU.
 CPU_WARN_PCT = 85.0
@@ -214,3 +221,26 @@ def saturation_assess(
         "lag_peak_ms": None if lag_peak is None else round(lag_peak, 1),
         "samples_over": max(over_cpu, over_lag),
     }
+
+
+# -- the card's read of the stored series --------------------------------------------------
+
+
+def run_load_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> list[LoadPoint]:
+    """What the saturation check reads of each sample (saturation_assess), as JSON paths:
+    the client's load, the client-worker processes, the latest latency intervals."""
+    base = RunSample.objects.filter(run=run_obj)
+    last_seq = base.order_by("-seq").values_list("seq", flat=True).first()
+    if last_seq is None:
+        return []
+    stride = max(1, math.ceil((last_seq + 1) / max_points))
+    qs = base
+    if stride > 1:
+        qs = base.annotate(k=Mod(F("seq"), stride)).filter(Q(k=0) | Q(seq=last_seq))
+    rows = qs.order_by("seq").values_list(
+        "t_s", "data__wall_s", "data__client", "data__hosts", "data__recent"
+    )
+    return [
+        load_point(t_s, {"wall_s": wall_s, "client": client, "hosts": hosts, "recent": recent})
+        for t_s, wall_s, client, hosts, recent in rows
+    ]
