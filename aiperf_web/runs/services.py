@@ -72,15 +72,12 @@ def run_launch(
     start while another run uses its endpoint (runs.line's endpoint lease; the overlap is
     recorded on both). TooMany when the team already has AIPERF_TEAM_MAX_QUEUED runs queued;
     Invalid when a live run's duration_s is over AIPERF_TEAM_MAX_RUN_S."""
-    scenario = scenario_get(user=actor, scenario_id=scenario_id)
-    require_role(user=actor, team=scenario.team, role=Role.MEMBER)
-    overrides = launch_overrides(overrides)
+    on = launch_target(
+        actor=actor, scenario_id=scenario_id, endpoint_id=endpoint_id, overrides=overrides
+    )
+    scenario, overrides, spec, endpoint = on.scenario, on.overrides, on.spec, on.endpoint
     tag_text = tags_normalize(tags)
     notes = text_within(notes.strip(), field="notes", limit=NOTES_CHARS)
-
-    on = launch_target(actor=actor, scenario=scenario, endpoint_id=endpoint_id)
-    spec, endpoint, endpoint_name, target_kind = on.spec, on.endpoint, on.name, on.kind
-    spec = spec_override(spec, overrides, prefix="overrides")
     fleet_check(spec)
     _check_duration(spec, overrides=overrides)
     if endpoint is not None:
@@ -98,8 +95,8 @@ def run_launch(
             scenario=scenario,
             scenario_name=scenario.name,
             endpoint=endpoint,
-            endpoint_name=endpoint_name,
-            target_kind=target_kind,
+            endpoint_name=on.name,
+            target_kind=on.kind,
             spec=spec_json(spec),
             overrides=dict(overrides),
             tags=tag_text,
@@ -147,27 +144,45 @@ def launch_overrides(overrides: object) -> Mapping[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class LaunchTarget:
-    """The scenario's spec aimed at the chosen target, and what a run or sweep stores of it."""
+    """What a launch (a run's or a sweep's) starts from, checked: the scenario, the overrides,
+    the scenario's spec on the chosen target with the overrides applied, and what a run or a
+    sweep stores of the target."""
 
+    scenario: Scenario
+    overrides: Mapping[str, Any]
     spec: RunSpec
     endpoint: Endpoint | None
     name: str  # endpoint_name: the endpoint's, or "simulated cluster"
     kind: str  # TargetKind
 
 
-def launch_target(*, actor: AnyUser, scenario: Scenario, endpoint_id: object) -> LaunchTarget:
-    """The scenario's spec on the simulated cluster (`endpoint_id` None, "" or "simulated") or
-    on the actor's endpoint of the scenario's team (Invalid when it is another team's)."""
+def launch_target(
+    *, actor: AnyUser, scenario_id: object, endpoint_id: object, overrides: object
+) -> LaunchTarget:
+    """The actor's scenario (a member of its team may launch), `launch_overrides`, and the
+    scenario's spec on the simulated cluster (`endpoint_id` None, "" or "simulated") or on the
+    actor's endpoint of the scenario's team (Invalid when it is another team's), with the
+    overrides on top (Invalid naming `overrides.<knob>`)."""
+    scenario = scenario_get(user=actor, scenario_id=scenario_id)
+    require_role(user=actor, team=scenario.team, role=Role.MEMBER)
+    checked = launch_overrides(overrides)
     spec = scenario_run_spec(scenario=scenario)
+    endpoint: Endpoint | None = None
     if endpoint_id in (None, "", SIMULATED):
         if not isinstance(spec.target, SimulatedTarget):
             spec = spec_override(spec, {"target": {"kind": "simulated"}})
-        return LaunchTarget(spec, None, "simulated cluster", TargetKind.SIMULATED)
-    endpoint = endpoint_get(user=actor, endpoint_id=endpoint_id)
-    if endpoint.team_id != scenario.team_id:
-        raise Invalid.field("endpoint", "the endpoint belongs to another team than the scenario")
-    spec = spec_override(spec, {"target": endpoint_target(endpoint=endpoint)}, prefix="endpoint")
-    return LaunchTarget(spec, endpoint, endpoint.name, TargetKind.ENDPOINT)
+        name, kind = "simulated cluster", TargetKind.SIMULATED
+    else:
+        endpoint = endpoint_get(user=actor, endpoint_id=endpoint_id)
+        if endpoint.team_id != scenario.team_id:
+            raise Invalid.field(
+                "endpoint", "the endpoint belongs to another team than the scenario"
+            )
+        target = {"target": endpoint_target(endpoint=endpoint)}
+        spec = spec_override(spec, target, prefix="endpoint")
+        name, kind = endpoint.name, TargetKind.ENDPOINT
+    spec = spec_override(spec, checked, prefix="overrides")
+    return LaunchTarget(scenario, checked, spec, endpoint, name, kind)
 
 
 class Relaunched(Protocol):

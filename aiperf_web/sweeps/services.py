@@ -31,18 +31,16 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from aiperf_web.core.errors import Forbidden, Invalid, NotFound, TooMany
-from aiperf_web.core.specs import spec_json, spec_override
+from aiperf_web.core.specs import spec_json
 from aiperf_web.core.webhooks import webhook_deliver
 from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunRecord, RunSample, Status, TargetKind
 from aiperf_web.runs.services import (
     SIMULATED,
-    launch_overrides,
     launch_target,
     relaunch_sources,
     run_cancel,
     run_launch,
 )
-from aiperf_web.scenarios.selectors import scenario_get
 from aiperf_web.sweeps.models import Sweep, SweepPoint, SweepStatus, SweepVerdict
 from aiperf_web.sweeps.selectors import sweep_planner, sweep_report
 from aiperf_web.sweeps.signals import sweep_changed
@@ -123,20 +121,17 @@ def sweep_launch(
     """Validate the sweep (runner.sweep.parse_sweep over the scenario's spec with the target
     and the base overrides as its base), store it `queued` and make its first points' runs
     once the transaction commits. Invalid names the field (`sweep.arms`, `overrides.x`)."""
-    scenario = scenario_get(user=actor, scenario_id=scenario_id)
-    require_role(user=actor, team=scenario.team, role=Role.MEMBER)
-    # The same refusals as a run's launch (runs.services), then the sweep's own.
-    overrides = launch_overrides(overrides)
+    # The same checks as a run's launch (runs.services), then the sweep's own.
+    on = launch_target(
+        actor=actor, scenario_id=scenario_id, endpoint_id=endpoint_id, overrides=overrides
+    )
+    scenario, overrides, base = on.scenario, on.overrides, on.spec
     if not isinstance(sweep, Mapping):
         raise Invalid.field("sweep", "must be an object (docs/sweep-spec.schema.json)")
     if "base" in sweep:
         raise Invalid.field(
             "sweep.base", "comes from the scenario, the endpoint and the launch's overrides"
         )
-
-    on = launch_target(actor=actor, scenario=scenario, endpoint_id=endpoint_id)
-    endpoint, endpoint_name, target_kind = on.endpoint, on.name, on.kind
-    base = spec_override(on.spec, overrides, prefix="overrides")
     try:
         spec = parse_sweep({**dict(sweep), "base": spec_json(base)})
     except SpecError as exc:
@@ -152,9 +147,9 @@ def sweep_launch(
             team=scenario.team,
             scenario=scenario,
             scenario_name=scenario.name,
-            endpoint=endpoint,
-            endpoint_name=endpoint_name,
-            target_kind=target_kind,
+            endpoint=on.endpoint,
+            endpoint_name=on.name,
+            target_kind=on.kind,
             spec=spec.model_dump(mode="json"),
             overrides=dict(overrides),
             request=dict(sweep),
