@@ -7,9 +7,13 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: run demo test test-fast lint typecheck unit web-embedded bench clean dynamo vllm services
 
 # The suite runs on PYTEST_WORKERS processes (pytest-xdist, one file or one shared real part
-# per work unit: tests/conftest.py); PYTEST_WORKERS=0 runs it serially in one process.
-PYTEST_WORKERS ?= 0
-XDIST := $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
+# per work unit, the longest first: tests/conftest.py); PYTEST_WORKERS=0 runs it serially in
+# one process. Four on two cores: most of the suite's time is spent waiting on real servers,
+# workers and the wall clock, not computing. The embedded second pass runs beside it on
+# EMBEDDED_WORKERS processes.
+PYTEST_WORKERS ?= 4
+EMBEDDED_WORKERS ?= 2
+xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile)
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +33,10 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m runner demo
 
-test: lint typecheck unit web-embedded
+# Lint, type checks, the suite and its embedded second pass run side by side; each one's
+# output is printed whole when it ends (make's --output-sync), and any failure fails the lot.
+test: $(STAMP)
+	@$(MAKE) --no-print-directory -j 4 --output-sync=target lint typecheck unit web-embedded
 
 # The tests that use no real worker, server, browser or wall clock (those are marked `live` by
 # tests/conftest.py): the engine's logic, pages, API validation, forms, on one process.
@@ -46,7 +53,7 @@ typecheck: $(STAMP)
 # Everything, on whatever DATABASE_URL / REDIS_URL say (PostgreSQL + Redis + a celery worker
 # process when set, as in CI; the embedded default otherwise).
 unit: $(STAMP)
-	$(PY) -m pytest $(XDIST)
+	$(PY) -m pytest $(call xdist,$(PYTEST_WORKERS))
 
 # When the run above used PostgreSQL + Redis, the web tests whose behaviour depends on the shape
 # run again on the embedded default: those marked embedded_shape, which tests/web/conftest.py
@@ -58,7 +65,7 @@ web-embedded: $(STAMP)
 	@if [ -n "$$DATABASE_URL$$REDIS_URL" ]; then \
 		echo "web tests on the embedded default (SQLite, in-process worker, in-memory broker)"; \
 		env -u DATABASE_URL -u REDIS_URL AIPERF_TEST_PASS=embedded \
-			$(PY) -m pytest tests/web -m embedded_shape; \
+			$(PY) -m pytest tests/web -m embedded_shape $(call xdist,$(EMBEDDED_WORKERS)); \
 	fi
 
 # Benchmarks print figures; they are never pass/fail timing checks.

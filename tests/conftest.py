@@ -96,7 +96,7 @@ def pytest_runtest_setup(item: Any) -> None:
         unavailable(mark.args[0])
 
 
-# -- pytest-xdist (`make unit` runs `-n 2 --dist loadfile`) -----------------------------------
+# -- pytest-xdist (`make unit` runs `-n $(PYTEST_WORKERS) --dist loadfile`) --------------------
 
 # Tests that share a heavy real part run on one xdist worker, one after another: the browser
 # tests share one `manage.py serve` and tests/browser/artifacts (its log, Chromium's profile);
@@ -104,10 +104,34 @@ def pytest_runtest_setup(item: Any) -> None:
 # slow each other down (and `stack.dynamo` starts on the script's default port).
 PART_GROUPS = (
     ("tests/browser/", "browser"),
-    ("tests/dynamo/", "real-dynamo"),
-    ("tests/web/test_real_dynamo", "real-dynamo"),
-    ("tests/vllm/", "real-vllm"),
-    ("tests/web/test_real_vllm", "real-vllm"),
+    ("tests/dynamo/", "real-servers"),
+    ("tests/web/test_real_dynamo", "real-servers"),
+    ("tests/vllm/", "real-servers"),
+    ("tests/web/test_real_vllm", "real-servers"),
+)
+
+# The longest work units start first (longest-processing-time-first: the run ends near the
+# total divided by the workers, instead of waiting on a long unit that happened to start
+# last). Wall seconds of each unit in a `-n 4` run of the whole suite on a loaded machine
+# (scripts/unit_times.py prints them from its junit XML); the units not named here follow,
+# those with the most tests first.
+LONGEST_UNITS = (
+    "real-servers",  # 2060 s: vLLM 1546, Dynamo 514
+    "browser",  # 1705 s
+    "tests/web/test_service_cli.py",  # 661 s
+    "tests/test_infra.py",  # 532 s
+    "tests/runner/wallclock/test_live_replay.py",  # 416 s
+    "tests/web/test_faults_live.py",  # 357 s
+    "tests/web/test_ops.py",  # 310 s
+    "tests/web/test_api_fuzz.py",  # 302 s
+    "tests/runner/fleet/test_fleet.py",  # 279 s
+    "tests/web/test_sweeps_mock.py",  # 268 s
+    "tests/web/test_sweeps.py",  # 265 s
+    "tests/web/test_sweeps_cli.py",  # 187 s
+    "tests/web/test_proxy_headers.py",  # 183 s
+    "tests/runner/sweep/test_simulated.py",  # 182 s
+    "tests/runner/test_face.py",  # 160 s
+    "tests/web/test_supervision.py",  # 154 s
 )
 
 
@@ -120,16 +144,33 @@ def part_group(nodeid: str) -> str:
     return path
 
 
+def longest_first(units: list[str]) -> list[str]:
+    """`units` in the order they start: LONGEST_UNITS' order, then the others as given."""
+    rank = {unit: place for place, unit in enumerate(LONGEST_UNITS)}
+    return sorted(units, key=lambda unit: rank.get(unit, len(rank)))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
-    """`--dist loadfile`, with the groups above as one unit each (other modes as xdist has
-    them)."""
+    """`--dist loadfile`, with the groups above as one unit each, the longest first (other
+    modes as xdist has them)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class PartScheduling(LoadFileScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return part_group(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # The queue is complete by the first assignment (xdist builds it, then assigns).
+            if not self.ordered:
+                self.ordered = True
+                units = dict(self.workqueue)
+                self.workqueue.clear()
+                self.workqueue.update((unit, units[unit]) for unit in longest_first(list(units)))
+            super()._assign_work_unit(node)
 
     return PartScheduling(config, log)

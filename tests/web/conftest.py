@@ -88,6 +88,8 @@ def _test_database_url() -> str:
         user += ":" + quote(str(db["PASSWORD"]), safe="")
     return f"postgresql://{user}@{host}:{port}/{db['NAME']}"
 
+WORKER_START_S = 120  # how long a worker process may take to answer its first ping
+
 
 def point_producer_at(url: str) -> None:
     """This process's Celery app sends to `url` from now on (its pools are rebuilt lazily).
@@ -156,7 +158,9 @@ def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     )
     from aiperf_web.celery import app
 
-    deadline = time.monotonic() + 30
+    # A worker answers in 2-3 s on a quiet machine; the suite's parallel processes can make a
+    # cold start (Django, Celery, the app's imports) take far longer.
+    deadline = time.monotonic() + WORKER_START_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"the celery worker exited with {proc.returncode}")
@@ -164,7 +168,7 @@ def run_worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
             break
     else:
         proc.kill()
-        pytest.fail("the celery worker did not answer a ping within 30 s")
+        pytest.fail(f"the celery worker did not answer a ping within {WORKER_START_S} s")
     yield "process"
     proc.terminate()
     try:
@@ -190,11 +194,11 @@ def hosts_worker(run_worker: str) -> Iterator[str]:
         cwd=ROOT,
         env={**os.environ, "AIPERF_HOSTS_QUEUE": queue},
     )  # fmt: skip
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WORKER_START_S
     while not app.control.ping(destination=[node], timeout=0.5):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            pytest.fail("the hosts worker did not answer a ping within 30 s")
+            pytest.fail(f"the hosts worker did not answer a ping within {WORKER_START_S} s")
     yield queue
     proc.terminate()
     try:

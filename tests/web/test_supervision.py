@@ -34,46 +34,12 @@ from aiperf_web.runs.models import Run, Status
 from aiperf_web.stack.worker import worker_command
 from tests.infra import needs, unavailable
 from tests.web.conftest import ROOT, World, _test_database_url, final_run, point_producer_at
+from tests.web.private_servers import PrivateRedis
 
 production_only = needs(
     not (settings.DATABASE_URL and settings.REDIS_URL),
     "a broker restart needs the production configuration (set DATABASE_URL and REDIS_URL)",
 )
-
-
-class PrivateRedis:
-    """A redis-server of the test's own on a free loopback port, without persistence (as
-    docker-compose.yml runs it): a restart empties it, as a real one does."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
-        self.directory = directory
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.directory)],
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        import redis
-
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
 
 
 @pytest.fixture
