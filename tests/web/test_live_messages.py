@@ -160,3 +160,16 @@ def test_the_vocabulary_reaches_the_pages(client: Any) -> None:
     match = re.search(r'<script id="vocabulary" type="application/json">(.*?)</script>', text)
     assert match is not None
     assert json.loads(match.group(1)) == json.loads(json.dumps(page_vocabulary()))
+
+
+def test_every_other_list_of_run_statuses_is_held_equal_to_the_models() -> None:
+    """Copies that cannot import runs.models (the engine's end and the service client are
+    below the web; the API filter is a type) are checked here instead."""
+    from aiperf_web.runs import api as runs_api
+    from runner import ending
+    from runner.service import shapes, sweeps
+
+    final = tuple(s.value for s in FINAL)
+    assert get_args(runs_api._STATUS) == ("", *(s.value for s in Status))
+    assert get_args(ending.RunStatus) == final
+    assert (final, final) == (shapes.ENDED, sweeps.FINAL)
