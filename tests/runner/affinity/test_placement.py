@@ -3,7 +3,12 @@ expected vs serving worker, and the state they keep only while a tree lives."""
 
 from __future__ import annotations
 
+import pytest
+
+from runner import ListSink, RunSpec, parse_spec, run
 from runner.affinity.placement import PlacementBook, placement_pcts
+from runner.cluster import ClusterConfig
+from runner.mockserver import MockServerConfig, start_mock_server
 from tests.runner.factories import credit, fork, spawn
 
 
@@ -95,3 +100,50 @@ def test_counts_stored_before_the_percentages_get_them_from_the_same_rule() -> N
     figures = book.figures()
     assert figures is not None
     assert placement_pcts(figures) == {k: figures[k] for k in placement_pcts(figures)}  # type: ignore[literal-required]
+
+
+def _placement_checked(figures: dict[str, object] | None) -> int:
+    """The percentages a snapshot or summary carries are the engine's rule over its counts."""
+    assert figures is not None
+    assert {k: figures[k] for k in placement_pcts(figures)} == placement_pcts(
+        {k: v for k, v in figures.items() if not k.endswith("_pct")}
+    )
+    trees = figures["trees"]
+    assert isinstance(trees, int)
+    return trees
+
+
+def _spec(target: dict[str, object], **knobs: object) -> RunSpec:
+    return parse_spec(
+        {
+            "workload": {"synthetic": {"trees": 6}},
+            "concurrency": 4,
+            "affinity": "dynamo-nvext",
+            "scope": "lineage",
+            "duration_s": 60,
+            "target": target,
+            **knobs,
+        }
+    )
+
+
+def test_a_simulated_runs_snapshots_and_summary_carry_the_percentages() -> None:
+    sink = ListSink()
+    simulated = {"kind": "simulated", "time_scale": 0.1, "snapshot_interval_s": 10}
+    result = run(_spec(simulated), sink=sink)
+    placed = [s["placement"] for s in sink.snapshots if s["placement"] is not None]
+    assert placed and all(_placement_checked(dict(p)) > 0 for p in placed)
+    assert _placement_checked(dict(result.summary["placement"] or {})) > 0
+
+
+@pytest.mark.slow  # a replay on the wall clock against a mock server
+def test_a_live_runs_snapshots_and_summary_carry_the_percentages() -> None:
+    config = MockServerConfig(cluster=ClusterConfig(workers=2, time_scale=0.0))
+    with start_mock_server(config) as server:
+        sink = ListSink()
+        target = {"kind": "endpoint", "url": server.url, "model": "mock-model"}
+        spec = _spec(target, duration_s=1.5, speedup=50.0, snapshot_interval_s=0.3)
+        result = run(spec, sink=sink)
+    placed = [s["placement"] for s in sink.snapshots if s["placement"] is not None]
+    assert placed and all(_placement_checked(dict(p)) > 0 for p in placed)
+    assert _placement_checked(dict(result.summary["placement"] or {})) > 0
