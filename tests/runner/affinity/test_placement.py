@@ -3,6 +3,8 @@ expected vs serving worker, and the state they keep only while a tree lives."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from runner import ListSink, RunSpec, parse_spec, run
@@ -113,7 +115,7 @@ def _placement_checked(figures: dict[str, object] | None) -> int:
     return trees
 
 
-def _spec(target: dict[str, object], **knobs: object) -> RunSpec:
+def _spec(target: Mapping[str, object], **knobs: object) -> RunSpec:
     return parse_spec(
         {
             "workload": {"synthetic": {"trees": 6}},
