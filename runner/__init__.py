@@ -41,6 +41,7 @@ when its command runs.
 from typing import TYPE_CHECKING, Any
 
 from runner.affinity.emitters import KeyScope
+from runner.affinity.placement import PLACEMENT_PCTS, PlacementFigures, placement_pcts
 from runner.client import EndpointError, EndpointInfo
 from runner.dynamo import GENERATIONS, NO_SESSION_CONTROL_LABEL, Generation
 from runner.ending import EndedBy, Ending, RunStatus
@@ -129,6 +130,7 @@ __all__ = [
     "LATENCY_KEYS",
     "MAX_DURATION_S",
     "NO_SESSION_CONTROL_LABEL",
+    "PLACEMENT_PCTS",
     "POLICIES",
     "PRESETS",
     "SCOPES",
@@ -151,6 +153,7 @@ __all__ = [
     "InferenceWorkerArrays",
     "KeyScope",
     "ListSink",
+    "PlacementFigures",
     "Planner",
     "Point",
     "PointResult",
@@ -187,6 +190,7 @@ __all__ = [
     "overlap",
     "parse_spec",
     "parse_sweep",
+    "placement_pcts",
     "point_result",
     "run",
     "run_async",

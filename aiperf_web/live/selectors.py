@@ -35,7 +35,7 @@ from aiperf_web.runs.models import ACTIVE, FINAL, Run, RunLog, RunSample
 from aiperf_web.runs.verdict import runs_verdicts
 from aiperf_web.teams.models import Membership
 from aiperf_web.teams.selectors import AnyUser, team_ids_for, team_list_for_user
-from runner.affinity.placement import placement_pcts
+from runner import placement_pcts
 
 MAX_HISTORY_POINTS = 720
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiperf_web.runs.messages import channel_vocabulary
 from aiperf_web.runs.models import ACTIVE, FINAL, Status
-from runner.errors import ERROR_CATEGORIES, ErrorCategory
+from runner import ERROR_CATEGORIES, ErrorCategory
 
 # One colour per category, each its own (a lost worker was drawn in connect's grey).
 ERROR_COLOURS: dict[ErrorCategory, str] = {

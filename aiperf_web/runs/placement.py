@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runner.affinity.placement import PLACEMENT_PCTS, placement_pcts
+from runner import PLACEMENT_PCTS, placement_pcts
 
 
 def placement_rows(figures: Mapping[str, Any]) -> list[tuple[str, Any]]:

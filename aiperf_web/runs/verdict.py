@@ -23,7 +23,7 @@ from typing import Any, Literal, TypedDict
 from django.conf import settings
 
 from aiperf_web.runs.models import FINAL, Run, Status
-from runner.affinity.placement import placement_pcts
+from runner import placement_pcts
 
 __all__ = [
     "KEY_METRICS",

@@ -15,8 +15,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import ValidationError
 
-from runner import KeyScope, RunSpec, SpecError
-from runner.affinity.placement import placement_pcts
+from runner import KeyScope, RunSpec, SpecError, placement_pcts
 
 PlacementState = Literal["reported", "not-reported", "waiting", "not-recorded"]
 

@@ -50,8 +50,7 @@ from aiperf_web.runs.models import Run, RunSample, Status
 from aiperf_web.runs.publisher import publish_snapshot
 from aiperf_web.scenarios.samples import SAMPLES
 from aiperf_web.teams.models import Membership, Role, Team
-from runner import ListSink, parse_spec, run
-from runner.errors import ERROR_CATEGORIES
+from runner import ERROR_CATEGORIES, ListSink, parse_spec, run
 
 ROOT = Path(settings.BASE_DIR)
 TRACE = SAMPLES["claude-code-subagents"].path
