@@ -383,8 +383,8 @@ class ReplayScheduler:
             return Ending(EndedBy.COMPLETED, "the workload ran to its end")
         return Ending(
             EndedBy.COMPLETED,
-            f"the workload ran out at {now_s:.1f} s, {self.issued} requests and "
-            f"{self.trees_started} trees in, before {' or '.join(short)}",
+            f"the workload ran out at {now_s:.1f} s, {_count(self.issued, 'request')} and "
+            f"{_count(self.trees_started, 'tree')} in, before {' or '.join(short)}",
             early=True,
         )
 
@@ -764,3 +764,7 @@ class ReplayScheduler:
         self._heap.clear()
         self.arrivals_unstarted += len(self._waiting)
         self._waiting.clear()
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"

@@ -136,3 +136,9 @@ def test_failures_in_a_row_fail_the_run_with_the_last_error() -> None:
     assert (ended.by, ended.status) == (EndedBy.FAILURES_IN_A_ROW, "failed")
     assert ended.detail.startswith("10 requests in a row failed (last: http_5xx")
     assert result.summary["stopped_reason"] == ended.detail
+
+
+def test_the_early_end_counts_one_tree_in_the_singular() -> None:
+    trees = generate_synthetic(SyntheticConfig(seed=1, trees=1)).trees
+    result = simulate(trees, SimConfig(replay=ReplayConfig(timing="schedule", duration_s=36000)))
+    assert result.ended_by.early and " requests and 1 tree in, " in result.ended_by.detail
