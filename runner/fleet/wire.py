@@ -33,6 +33,7 @@ from typing import Any, Final, NamedTuple
 from runner.affinity.emitters import AffinityDecision
 from runner.client import ResponseResult
 from runner.errors import ErrorCategory
+from runner.metrics.gaps import decode_gaps, encode_gaps, gaps_from_text, gaps_to_text
 from runner.trace.model import BranchMode, Session, Tree, Turn
 
 __all__ = [
@@ -258,15 +259,23 @@ def _declaring(tree: Tree, session: Session) -> int | None:
 def result_row(credit_id: int, result: ResponseResult, wall_offset_s: float) -> list[Any]:
     """One result as `encode_results` carries it. `wall_offset_s` turns the host's monotonic
     times into wall-clock times. Chunk arrival times travel as first, last and count: all the
-    orchestrator derives from them is the mean inter-token latency, and a long answer's every
-    chunk time would dominate the message."""
+    orchestrator derives from them is the mean inter-token latency and the record's gaps,
+    which travel packed (4 bytes a gap, base64), not as a float per chunk."""
     chunks = result.chunk_times_s
     return [
         credit_id,
         result.start_s + wall_offset_s,
         result.end_s + wall_offset_s,
         None if result.first_token_s is None else result.first_token_s + wall_offset_s,
-        [chunks[0] + wall_offset_s, chunks[-1] + wall_offset_s, len(chunks)] if chunks else None,
+        # Every gap too (runner.metrics.gaps, base64): the record keeps them for `verify`.
+        [
+            chunks[0] + wall_offset_s,
+            chunks[-1] + wall_offset_s,
+            len(chunks),
+            gaps_to_text(encode_gaps(chunks)),
+        ]
+        if chunks
+        else None,
         result.output_tokens,
         result.prompt_tokens,
         result.cached_tokens,
@@ -276,6 +285,15 @@ def result_row(credit_id: int, result: ResponseResult, wall_offset_s: float) -> 
         result.error_detail,
         result.finish_reason,
     ]
+
+
+def _arrivals(first_s: float, gaps: bytes) -> list[float]:
+    at_us = round(first_s * 1e6)
+    out = []
+    for gap_us in decode_gaps(gaps):
+        at_us += gap_us
+        out.append(at_us / 1e6)
+    return out
 
 
 def encode_results(rows: Sequence[list[Any]]) -> bytes:
@@ -305,11 +323,14 @@ def decode_results(data: bytes, wall_offset_s: float) -> list[tuple[int, Respons
     ) in _loads(data):
         chunk_times: tuple[float, ...] = ()
         if chunks is not None:
-            lo, hi, count = chunks
+            lo, hi, count = chunks[:3]
             lo -= wall_offset_s
             hi -= wall_offset_s
             if count == 1:
                 chunk_times = (lo,)
+            elif len(chunks) > 3:
+                # The first arrival plus every gap: the record's gaps as the host measured.
+                chunk_times = (lo, *_arrivals(lo, gaps_from_text(chunks[3])))
             else:
                 # Evenly spread between the first and last arrival: the same count and gap.
                 step = (hi - lo) / (count - 1)
