@@ -199,6 +199,8 @@ class Summary(TypedDict, total=False):
     length_scale: float  # the factor asked or fitted, when not 1 (blocks round it down)
     goodput: Goodput
     schedule_lag_ms: Percentiles
+    inter_chunk_ms: Percentiles  # over every inter-chunk gap of the successful requests
+    inter_chunk_samples: int
     by_depth: dict[str, GroupFigures]  # "0", "1", "2", "3+"
     by_branch_mode: dict[str, GroupFigures]  # "root", "fork", "spawn"
     drain: Drain
@@ -306,6 +308,9 @@ def summary_figures(metrics: RunMetrics, *, elapsed_s: float) -> Summary:
             "goodput_per_s": _round(metrics.throughput(elapsed_s)["goodput_per_s"]),
         },
         "schedule_lag_ms": _percentiles(metrics.schedule_lag_ms.summary()),
+        # Over every inter-chunk gap (itl_ms is over each request's mean gap).
+        "inter_chunk_ms": _percentiles(metrics.inter_chunk_ms.summary()),
+        "inter_chunk_samples": metrics.inter_chunk_ms.count,
         "by_depth": {
             label: _group(stats) for label, stats in metrics.by_depth.items() if stats.requests
         },

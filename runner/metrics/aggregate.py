@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Final, TypedDict
 
 from runner.errors import SpecError
+from runner.metrics.gaps import decode_gaps
 from runner.metrics.histogram import LatencyHistogram, PercentileSummary
 from runner.metrics.records import BRANCH_MODE_NAMES, CUT_BY_STOP, RequestRecord
 
@@ -95,6 +96,8 @@ class RunSummary(GroupSummary):
     by_branch_mode: dict[str, GroupSummary]
     client_workers: ClientWorkersDict
     inference_workers: InferenceWorkersSummary
+    inter_chunk_ms: PercentileSummary  # every inter-chunk gap (itl_ms: each request's mean)
+    inter_chunk_samples: int
 
 
 def _ratio(numerator: int, denominator: int) -> float | None:
@@ -317,6 +320,9 @@ class RunMetrics:
         self.child_first_cached_tokens = 0
         # Send time minus scheduled time over every counted request: the client's own lag.
         self.schedule_lag_ms = LatencyHistogram()
+        # Every gap between consecutive chunks of the counted successful requests (itl_ms is
+        # their mean per request): the samples a record's `chunk_gaps` keeps.
+        self.inter_chunk_ms = LatencyHistogram()
 
     # -- feeding ---------------------------------------------------------------------------
 
@@ -337,6 +343,8 @@ class RunMetrics:
         )
         if record.due_s is not None:
             self.schedule_lag_ms.record(max(0.0, (record.start_s - record.due_s) * 1000.0))
+        if ok and record.chunk_gaps:
+            self.inter_chunk_ms.record_many([us / 1000.0 for us in decode_gaps(record.chunk_gaps)])
         depth_stats = self._by_depth[_depth_index(record.depth)]
         mode_stats = self._by_mode[record.branch_mode]
         # The overall group is the merge of the depth groups, built when read: feeding it
@@ -383,6 +391,7 @@ class RunMetrics:
         self.child_first_prompt_tokens += other.child_first_prompt_tokens
         self.child_first_cached_tokens += other.child_first_cached_tokens
         self.schedule_lag_ms.merge(other.schedule_lag_ms)
+        self.inter_chunk_ms.merge(other.inter_chunk_ms)
         for mine, theirs in zip(self._by_depth, other._by_depth, strict=True):
             mine.merge(theirs)
         for mode, stats in self._by_mode.items():
@@ -470,6 +479,8 @@ class RunMetrics:
             **self.overall.summary(elapsed_s=elapsed_s),
             "warmup_requests": self.warmup_requests,
             "slo_ms": self.slo_ms,
+            "inter_chunk_ms": self.inter_chunk_ms.summary(),
+            "inter_chunk_samples": self.inter_chunk_ms.count,
             "by_depth": {
                 label: stats.summary(elapsed_s=elapsed_s)
                 for label, stats in zip(DEPTH_LABELS, self._by_depth, strict=True)
@@ -503,11 +514,13 @@ class RunMetrics:
         inference_workers: InferenceWorkersDict,
         child_first_tokens: tuple[int, int],
         schedule_lag_ms: LatencyHistogram,
+        inter_chunk_ms: LatencyHistogram | None = None,
     ) -> None:
         """Replace this object's state with already validated parts."""
         self.warmup_requests = warmup_requests
         self.child_first_prompt_tokens, self.child_first_cached_tokens = child_first_tokens
         self.schedule_lag_ms = schedule_lag_ms
+        self.inter_chunk_ms = inter_chunk_ms or LatencyHistogram()
         for index, label in enumerate(DEPTH_LABELS):
             self._by_depth[index] = by_depth.get(label) or RequestStats()
         self._overall_stale = True

@@ -62,6 +62,8 @@ class RunSnapshot(TypedDict):
     inference_workers: InferenceWorkersDict
     child_first_turn_tokens: list[int]  # [prompt tokens, cached tokens]
     schedule_lag_ms: HistogramDict
+    # Absent in snapshots written before inter-chunk gaps were kept.
+    inter_chunk_ms: NotRequired[HistogramDict]
 
 
 def stats_to_dict(stats: RequestStats) -> RequestStatsDict:
@@ -132,6 +134,7 @@ def metrics_to_dict(metrics: RunMetrics) -> RunSnapshot:
             metrics.child_first_cached_tokens,
         ],
         "schedule_lag_ms": metrics.schedule_lag_ms.to_dict(),
+        "inter_chunk_ms": metrics.inter_chunk_ms.to_dict(),
     }
 
 
@@ -171,5 +174,8 @@ def metrics_from_dict(data: RunSnapshot) -> RunMetrics:
         inference_workers=workers,
         child_first_tokens=(prompt, cached),
         schedule_lag_ms=LatencyHistogram.from_dict(data["schedule_lag_ms"]),
+        inter_chunk_ms=(
+            LatencyHistogram.from_dict(data["inter_chunk_ms"]) if "inter_chunk_ms" in data else None
+        ),
     )
     return metrics

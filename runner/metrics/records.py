@@ -13,6 +13,7 @@ from typing import Any, Final, Literal, TypedDict, TypeVar, get_args
 
 from runner.credit import Credit
 from runner.errors import ERROR_CATEGORIES, ErrorCategory
+from runner.metrics.gaps import gaps_from_text, gaps_to_text
 
 __all__ = [
     "BRANCH_MODE_NAMES",
@@ -61,6 +62,9 @@ class RequestRecordJson(TypedDict):
     error: ErrorCategory | None
     warmup: bool
     due_s: float | None
+    # The inter-chunk gaps (runner.metrics.gaps: base64 of little-endian uint32 us); None when
+    # the request had no ITL, and absent from records written before they were kept.
+    chunk_gaps_us: str | None
     ttft_ms: float | None
     latency_ms: float
     output_tokens_per_s: float | None
@@ -100,6 +104,9 @@ class RequestRecord:
     error: ErrorCategory | None = None
     warmup: bool = False
     due_s: float | None = None  # when the replay's timing wanted it sent; None: not scheduled
+    # Every gap between consecutive chunks (runner.metrics.gaps.encode_gaps); None: not kept
+    # (no ITL, or a driver that times no chunks).
+    chunk_gaps: bytes | None = None
 
     @classmethod
     def from_credit(
@@ -117,6 +124,7 @@ class RequestRecord:
         itl_ms: float | None = None,
         status: int | None = None,
         error: ErrorCategory | None = None,
+        chunk_gaps: bytes | None = None,
     ) -> RequestRecord:
         """The record of a credit's request: identity from the credit, measurements given."""
         return cls(
@@ -142,6 +150,7 @@ class RequestRecord:
             status=status,
             error=error,
             due_s=credit.due_s,
+            chunk_gaps=chunk_gaps,
         )
 
     @property
@@ -206,6 +215,7 @@ class RequestRecord:
             "error": self.error,
             "warmup": self.warmup,
             "due_s": self.due_s,
+            "chunk_gaps_us": None if self.chunk_gaps is None else gaps_to_text(self.chunk_gaps),
             "ttft_ms": self.ttft_ms,
             "latency_ms": self.latency_ms,
             "output_tokens_per_s": self.output_tokens_per_s,
@@ -239,6 +249,7 @@ class RequestRecord:
                 error=_optional(data, "error", _error_category),
                 warmup=_bool(data, "warmup"),
                 due_s=_optional(data, "due_s", _float),
+                chunk_gaps=_gaps(data),
             )
         except KeyError as missing:
             raise ValueError(f"request record lacks {missing.args[0]!r}") from None
@@ -293,3 +304,13 @@ def _optional(
     data: dict[str, Any], key: str, read: Callable[[dict[str, Any], str], _Value]
 ) -> _Value | None:
     return None if data.get(key) is None else read(data, key)
+
+
+def _gaps(data: dict[str, Any]) -> bytes | None:
+    """`chunk_gaps_us` back to bytes; absent or null (records before gaps were kept): None."""
+    text = data.get("chunk_gaps_us")
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f"request record field 'chunk_gaps_us' must be a string, got {text!r}")
+    return gaps_from_text(text)

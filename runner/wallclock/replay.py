@@ -21,6 +21,7 @@ from typing import Any, Final, cast
 from runner.client import ResponseResult, Timeouts
 from runner.ending import EndedBy, Ending
 from runner.metrics import RequestRecord, RunMetrics
+from runner.metrics.gaps import encode_gaps
 from runner.metrics.records import ErrorCategory
 from runner.output import RecordDict, Sink, Snapshot, SnapshotBuilder
 from runner.replay.engine import Dispatch, Engine, EngineConfig
@@ -394,8 +395,10 @@ class _LiveRun:
         itl_ms = None
         # Chunks are timed per read: a stream whose tokens all came in one read (a late loop,
         # a server that buffers) shows no gap between them, which is no ITL of 0 ms: none.
+        chunk_gaps = None
         if len(chunks) > 1 and chunks[-1] > chunks[0]:
             itl_ms = 1000.0 * (chunks[-1] - chunks[0]) / (len(chunks) - 1)
+            chunk_gaps = encode_gaps(chunks)  # every gap the mean is taken over
         inference_worker = self.served.index(result.served_by)
         return RequestRecord.from_credit(
             dispatch.credit,
@@ -408,6 +411,7 @@ class _LiveRun:
             output_tokens=result.output_tokens or 0,
             cached_tokens=result.cached_tokens,
             itl_ms=itl_ms,
+            chunk_gaps=chunk_gaps,
             status=result.status,
             error=cast(ErrorCategory | None, None if result.error is None else str(result.error)),
         )
