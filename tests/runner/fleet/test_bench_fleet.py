@@ -71,3 +71,25 @@ def test_hosts_leave_at_once_when_their_run_is_over() -> None:
         assert time.monotonic() - told < 5.0
     finally:
         _reap(procs)
+
+
+def test_the_orchestrator_builds_no_request_the_hosts_build_them_all(monkeypatch) -> None:
+    """Every request of a fleet run is built in a host process: in the orchestrating process
+    the builder refuses to build, and every credit is answered all the same (the echo hosts
+    build each one from the workload they read once; a request they cannot build would come
+    back as an error)."""
+    from runner.wallclock.prompts import RequestBuilder
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the orchestrator built a request")
+
+    monkeypatch.setattr(RequestBuilder, "build", refuse)
+    monkeypatch.setattr(RequestBuilder, "build_turn", refuse)
+    rate = ReplayConfig(timing="rate", rate_per_s=100.0, concurrency=64, duration_s=1.0, seed=1)
+    summary, _, sender = _on_fleet_loop(
+        _replay(
+            "http://127.0.0.1:9", small_trace(200), rate, redis_url=REDIS_URL, hosts=2, echo=True
+        )
+    )
+    assert sender is not None and summary["errors"] == 0
+    assert summary["requests"] == sender.stats.results >= 90
