@@ -16,37 +16,16 @@ import subprocess
 import threading
 import time
 
-from django.contrib.auth.models import User
-from django.core.management import call_command
 from django.db import connection
 
-from aiperf_web.core.mock import MockServer, free_port
-from aiperf_web.endpoints.services import endpoint_create
 from aiperf_web.runs import executing, services
 from aiperf_web.runs.models import Run, RunLog, RunRecord
-from aiperf_web.scenarios.services import scenario_create, trace_upload
-from aiperf_web.teams.services import team_create
-from tests.fixtures import DAG_SPAWN
+from scripts.measure_world import measure_world
 
-call_command("migrate", verbosity=0)
-mock = MockServer(port=free_port(), time_scale=0.01)
-mock.start()
-tag = str(int(time.time()))
-owner = User.objects.create_user(f"o{tag}", password="x-pw-12345")
-team = team_create(name=f"t{tag}", owner=owner)
-trace = trace_upload(
-    actor=owner, team=team, filename=DAG_SPAWN.name, chunks=[DAG_SPAWN.read_bytes()], name="t"
+world = measure_world(
+    {"duration_s": 20, "concurrency": 4, "speedup": 50, "snapshot_interval_s": 0.5}
 )
-sc = scenario_create(
-    actor=owner,
-    team=team,
-    name="s",
-    spec={"duration_s": 20, "concurrency": 4, "speedup": 50, "snapshot_interval_s": 0.5},
-    trace_ids=[trace.uuid],
-)
-ep = endpoint_create(
-    actor=owner, team=team, name="m", base_url=mock.url, model="mock-model", server_kind="dynamo"
-)
+mock, owner, sc, ep = world.mock, world.owner, world.scenario, world.endpoint
 run = services.run_launch(actor=owner, scenario_id=sc.uuid, endpoint_id=ep.uuid, enqueue=False)
 ver, name = os.environ["PG_CLUSTER"].split()
 out = {}

@@ -19,38 +19,15 @@ import threading
 import time
 from typing import Any
 
-from django.contrib.auth.models import User
-from django.core.management import call_command
-
-from aiperf_web.core.mock import MockServer, free_port
-from aiperf_web.endpoints.services import endpoint_create
 from aiperf_web.runs import executing, services
 from aiperf_web.runs import sink as sink_module
 from aiperf_web.runs.models import Run, RunRecord, Status
 from aiperf_web.runs.sink import RunSink
-from aiperf_web.scenarios.services import scenario_create, trace_upload
-from aiperf_web.teams.services import team_create
-from tests.fixtures import DAG_SPAWN
+from scripts.measure_world import measure_world
 
-call_command("migrate", verbosity=0)
-mock = MockServer(port=free_port(), time_scale=0.01)
-mock.start()
-tag = str(int(time.time()))
-owner = User.objects.create_user(f"o{tag}", password="x-pw-12345")
-team = team_create(name=f"t{tag}", owner=owner)
-trace = trace_upload(
-    actor=owner, team=team, filename=DAG_SPAWN.name, chunks=[DAG_SPAWN.read_bytes()], name="t"
-)
-sc = scenario_create(
-    actor=owner,
-    team=team,
-    name="s",
-    spec={"duration_s": 16, "concurrency": 4, "speedup": 50},
-    trace_ids=[trace.uuid],
-)
-ep = endpoint_create(
-    actor=owner, team=team, name="m", base_url=mock.url, model="mock-model", server_kind="dynamo"
-)
+world = measure_world({"duration_s": 16, "concurrency": 4, "speedup": 50})
+mock, owner, sc, ep = world.mock, world.owner, world.scenario, world.endpoint
+team = sc.team
 
 
 # Each stored batch: when its COPY committed and when its records were answered (perf_counter).
