@@ -27,6 +27,8 @@ names (a test enforces it):
     verify_summary(summary, records) -> VerifyReport    a summary recomputed from its records
     verify_checked(summary, records) -> dict, verify_text(checked, source=) -> str
                                    verify's answer as JSON, and as the lines a person reads
+    gaps_from_text(text) -> bytes, gaps_to_text(bytes) -> str
+                                   a record's inter-chunk gaps (chunk_gaps_us) packed and back
     PRESETS, apply_preset                               named benchmark settings (agentx)
     SweepSpec, parse_sweep, Planner, Point, PointResult, PointTally, point_result, SweepReport,
     build_report, csv_rows, sweep_group_key, SWEEP_FIGURES, SWEEP_PERCENTILES
@@ -48,6 +50,7 @@ from runner.ending import EndedBy, Ending, RunStatus
 from runner.errors import BadInput, RunnerError, SpecError, TraceError
 from runner.fleet import FleetError, FleetPlan
 from runner.limits import MAX_DURATION_S
+from runner.metrics.gaps import gaps_from_text, gaps_to_text
 from runner.metrics.records import ERROR_CATEGORIES, ErrorCategory
 from runner.metrics.verify import VerifyReport, verify_checked, verify_text
 from runner.metrics.verify import verify as verify_summary
@@ -184,6 +187,8 @@ __all__ = [
     "csv_rows",
     "default_concurrency",
     "dump_native",
+    "gaps_from_text",
+    "gaps_to_text",
     "inspect_trace",
     "load_trace",
     "load_workload",

@@ -474,10 +474,31 @@ class VerifyFigureOut(Schema):
     ok: bool
 
 
+class VerifyUncheckedOut(Schema):
+    figure: str = Field(description="e.g. inter_chunk_ms")
+    reason: str = Field(description="why the records cannot check it (records without gaps)")
+
+
+class VerifyInterChunkOut(Schema):
+    samples: int = Field(description="inter-chunk gaps the records keep (every one is read)")
+    records_with_gaps: int
+    records_without_gaps: int = Field(
+        description="successful records with an ITL but no gaps (stored before they were kept)"
+    )
+    distinct_values: int = Field(description="distinct microsecond values held to be exact")
+    itl_mean_mismatches: int = Field(description="records whose itl_ms is not their gaps' mean")
+    percentiles_ms: dict[str, float | None] = Field(
+        description="p50, p90, p95, p99, min, max of every gap, exact"
+    )
+
+
 class VerifyOut(Schema):
     id: str
     status: str
-    ok: bool = Field(description="every figure within its allowed error")
+    ok: bool = Field(
+        description="every figure checked within its allowed error (see unchecked for those "
+        "the records could not check)"
+    )
     records: int = Field(description="records read (warmup included)")
     seconds: float = Field(description="how long the recomputation took")
     histogram_relative_error: float
@@ -488,6 +509,8 @@ class VerifyOut(Schema):
     largest_percentile_difference: dict[str, float | None] = Field(
         description="per latency: the largest relative difference of its percentiles"
     )
+    unchecked: list[VerifyUncheckedOut] = Field(default_factory=list)
+    inter_chunk: VerifyInterChunkOut | None = None
     failures: list[VerifyFigureOut]
     figures: list[VerifyFigureOut]
 

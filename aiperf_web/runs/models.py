@@ -130,6 +130,10 @@ class RunRecord(models.Model):
     # Requests of the warmup (or priming) phase are stored but not counted in the summary.
     warmup = models.BooleanField(default=False)
     data = models.JSONField()
+    # The request's inter-chunk gaps, packed as runner.metrics.gaps does (little-endian uint32
+    # microseconds, 4 bytes a gap); the record's `chunk_gaps_us` (base64) is kept here, not in
+    # `data`, and put back on export. Null: no ITL, or a row stored before gaps were kept.
+    chunk_gaps = models.BinaryField(null=True)
 
 
 class RunLog(models.Model):

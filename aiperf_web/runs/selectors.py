@@ -22,7 +22,7 @@ from aiperf_web.core.tags import tag_filter_value
 from aiperf_web.runs.models import Run, RunLog, RunRecord, RunSample, Status
 from aiperf_web.runs.placement import placement_rows
 from aiperf_web.teams.selectors import AnyUser, team_ids_for
-from runner import LATENCY_KEYS, SUMMARY_KEYS, verify_checked
+from runner import LATENCY_KEYS, SUMMARY_KEYS, gaps_to_text, verify_checked
 
 
 @dataclass(frozen=True)
@@ -121,18 +121,31 @@ def run_records_jsonl(
 ) -> Iterator[bytes]:
     """The run's records as JSON lines, in chunks of `chunk_rows` (never the whole set in
     memory). Each chunk is its own keyset query on the (run, seq) key, so no cursor has to
-    outlive a chunk; the stored JSON text is passed through without decoding."""
+    outlive a chunk; the stored JSON text is passed through without decoding, the record's
+    inter-chunk gaps (RunRecord.chunk_gaps) appended to it as `chunk_gaps_us` (base64)."""
     qs = RunRecord.objects.filter(run=run_obj)
     if not include_warmup:
         qs = qs.filter(warmup=False)
-    rows = qs.order_by("seq").annotate(text=Cast("data", TextField())).values_list("seq", "text")
+    rows = (
+        qs.order_by("seq")
+        .annotate(text=Cast("data", TextField()))
+        .values_list("seq", "text", "chunk_gaps")
+    )
     last = -1
     while True:
         chunk = list(rows.filter(seq__gt=last)[:chunk_rows])
         if not chunk:
             return
         last = chunk[-1][0]
-        yield ("\n".join(text for _, text in chunk) + "\n").encode()
+        yield ("\n".join(_with_gaps(text, gaps) for _, text, gaps in chunk) + "\n").encode()
+
+
+def _with_gaps(text: str, gaps: bytes | memoryview | None) -> str:
+    """A stored record's JSON object text with its gaps spliced in before the closing brace
+    (the object is never empty: a record has a dozen keys)."""
+    if gaps is None:
+        return text
+    return f'{text.rstrip()[:-1]}, "chunk_gaps_us": "{gaps_to_text(bytes(gaps))}"}}'
 
 
 def run_verify(run_obj: Run) -> dict[str, Any]:
