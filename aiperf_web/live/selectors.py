@@ -22,7 +22,7 @@ from typing import Any, TypedDict
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.sessions.backends.base import SessionBase
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.db.models.functions import Mod
 from django.urls import reverse
 from django.utils import timezone
@@ -95,19 +95,31 @@ def _last_recent_t(data: Mapping[str, Any]) -> float | None:
     return max((p.get("t_s", 0.0) for p in recent), default=None)
 
 
-def run_history(
+def thinned_samples(
     *, run_obj: Run, after_seq: int = -1, max_points: int = MAX_HISTORY_POINTS
-) -> History:
+) -> tuple[QuerySet[RunSample], int, int] | None:
+    """The run's samples after `after_seq`, in order, every stride-th one and always the last,
+    so that at most about `max_points` are read: (queryset, last seq, stride), or None when
+    there is no sample yet."""
     base = RunSample.objects.filter(run=run_obj, seq__gt=after_seq)
     last_seq = base.order_by("-seq").values_list("seq", flat=True).first()
     if last_seq is None:
-        return {"samples": [], "latest": None, "last_seq": after_seq, "stride": 1}
-    count = last_seq - after_seq  # seq numbers are dense (0, 1, 2, ...)
-    stride = max(1, math.ceil(count / max_points))
+        return None
+    stride = max(1, math.ceil((last_seq - after_seq) / max_points))  # seqs are dense: 0, 1, ...
     qs = base
     if stride > 1:
         qs = base.annotate(k=Mod(F("seq") - after_seq - 1, stride)).filter(Q(k=0) | Q(seq=last_seq))
-    rows = list(qs.order_by("seq").values_list("seq", "t_s", "data"))
+    return qs.order_by("seq"), last_seq, stride
+
+
+def run_history(
+    *, run_obj: Run, after_seq: int = -1, max_points: int = MAX_HISTORY_POINTS
+) -> History:
+    thinned = thinned_samples(run_obj=run_obj, after_seq=after_seq, max_points=max_points)
+    if thinned is None:
+        return {"samples": [], "latest": None, "last_seq": after_seq, "stride": 1}
+    qs, last_seq, stride = thinned
+    rows = list(qs.values_list("seq", "t_s", "data"))
     samples: list[SampleMessage] = []
     previous_t: float | None = None
     previous_scrape: float | None = None
@@ -140,15 +152,10 @@ def run_samples_between(*, run_obj: Run, after_seq: int, before_seq: int) -> lis
 def run_leak_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> list[LeakPoint]:
     """The leak monitor's series of a run, read as two JSON paths per sample: the workers'
     books and, for client workers that are processes, their hosts."""
-    base = RunSample.objects.filter(run=run_obj)
-    last_seq = base.order_by("-seq").values_list("seq", flat=True).first()
-    if last_seq is None:
+    thinned = thinned_samples(run_obj=run_obj, max_points=max_points)
+    if thinned is None:
         return []
-    stride = max(1, math.ceil((last_seq + 1) / max_points))
-    qs = base
-    if stride > 1:
-        qs = base.annotate(k=Mod(F("seq"), stride)).filter(Q(k=0) | Q(seq=last_seq))
-    rows = qs.order_by("seq").values_list("t_s", "data__client_workers", "data__hosts")
+    rows = thinned[0].values_list("t_s", "data__client_workers", "data__hosts")
     points = []
     for t_s, workers, hosts in rows:
         point = leak_point(t_s, {"client_workers": workers, "hosts": hosts})

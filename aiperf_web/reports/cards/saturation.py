@@ -20,16 +20,12 @@ less than it sends, requests queue and the virtual clock runs on long after the 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from django.db.models import F, Q
-from django.db.models.functions import Mod
-
-from aiperf_web.live.selectors import MAX_HISTORY_POINTS
-from aiperf_web.runs.models import Run, RunSample
+from aiperf_web.live.selectors import MAX_HISTORY_POINTS, thinned_samples
+from aiperf_web.runs.models import Run
 
 # aiperf's own warning threshold for its worker processes' CPU.
 CPU_WARN_PCT = 85.0
@@ -229,15 +225,10 @@ def saturation_assess(
 def run_load_points(*, run_obj: Run, max_points: int = MAX_HISTORY_POINTS) -> list[LoadPoint]:
     """What the saturation check reads of each sample (saturation_assess), as JSON paths:
     the client's load, the client-worker processes, the latest latency intervals."""
-    base = RunSample.objects.filter(run=run_obj)
-    last_seq = base.order_by("-seq").values_list("seq", flat=True).first()
-    if last_seq is None:
+    thinned = thinned_samples(run_obj=run_obj, max_points=max_points)
+    if thinned is None:
         return []
-    stride = max(1, math.ceil((last_seq + 1) / max_points))
-    qs = base
-    if stride > 1:
-        qs = base.annotate(k=Mod(F("seq"), stride)).filter(Q(k=0) | Q(seq=last_seq))
-    rows = qs.order_by("seq").values_list(
+    rows = thinned[0].values_list(
         "t_s", "data__wall_s", "data__client", "data__hosts", "data__recent"
     )
     return [
