@@ -182,6 +182,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "verify", help="verify at size: N synthetic records streamed to a file, then checked"
     )
     verify.add_argument("--requests", type=int, default=200_000)
+    verify.add_argument(
+        "--gaps-per-request", type=int, default=32, help="mean inter-chunk gaps a record keeps"
+    )
     verify.add_argument("--dir", type=Path, default=Path("var/bench-verify"))
     verify.add_argument("--json", action="store_true", help="print one JSON object")
     verify.set_defaults(handler=_run_verify)
@@ -382,6 +385,6 @@ def _run_session_memory(args: argparse.Namespace) -> int:
 def _run_verify(args: argparse.Namespace) -> int:
     from runner.bench.verify import bench_verify
 
-    result = bench_verify(args.dir, requests=args.requests)
+    result = bench_verify(args.dir, requests=args.requests, gaps_per_request=args.gaps_per_request)
     _print(result, args.json, "verify")
     return 0 if result["ok"] else 1
