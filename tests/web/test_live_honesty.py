@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from aiperf_web.runs.leaks import MIN_RATE_WINDOW_S, LeakPoint, leak_assess
 from aiperf_web.runs.forms import actions_label
+from aiperf_web.runs.leaks import MIN_RATE_WINDOW_S, LeakPoint, leak_assess
 from tests.web.conftest import World
 
 

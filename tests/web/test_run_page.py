@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.urls import NoReverseMatch, resolve, reverse
 
-from aiperf_web.runs.leaks import leak_assess
 from aiperf_web.reports.cards.placement import placement_card
+from aiperf_web.runs.leaks import leak_assess
 from aiperf_web.runs.models import Run, Status
 from tests.web.conftest import World
 
