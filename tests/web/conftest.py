@@ -88,6 +88,7 @@ def _test_database_url() -> str:
         user += ":" + quote(str(db["PASSWORD"]), safe="")
     return f"postgresql://{user}@{host}:{port}/{db['NAME']}"
 
+
 WORKER_START_S = 120  # how long a worker process may take to answer its first ping
 
 
