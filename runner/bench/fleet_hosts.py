@@ -128,6 +128,7 @@ async def floor_round_trips(
         await asyncio.wait_for(popper, 10.0)
     await r.xadd(stream, {b"stop": b"1"})
     await r.delete(keys.returns, keys.heartbeat(0))
+    await r.expire(stream, 60)  # the host reads its stop from it first: not deleted at once
     await r.aclose()
     return trips
 

@@ -81,6 +81,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _READ_BATCH = 512  # stream entries per read: one tick's worth at thousands of credits/s
 _READ_BLOCK_MS = 100  # a read waits this long for work before checking whether to leave
 _FINAL_FLUSH_S = 10.0  # after the stop: in-flight answers and the last results, at most
+_RETURNS_LINGER_S = 60  # the results list outlives a host's end by this much (as the run's keys)
 # The environment variable a local host process reads its run's key from.
 SECRET_ENV = "AIPERF_FLEET_SECRET"
 
@@ -312,7 +313,12 @@ async def run_host(
                 await client.aclose()
                 await reads.aclose()
                 await writes.aclose()
-                await r.delete(keys.heartbeat(worker))
+                pipe = r.pipeline(transaction=False)
+                pipe.delete(keys.heartbeat(worker))
+                # Results pushed after the orchestrator stopped popping (answers late past its
+                # drain) made the list anew, with no expiry: it goes with the run's other keys.
+                pipe.expire(keys.returns, _RETURNS_LINGER_S)
+                await pipe.execute()
         report.copies = len(state.sessions)
         report.copy_bytes = state.copy_bytes
         report.copy_held_bytes = state.histories.held_bytes
