@@ -66,6 +66,26 @@ class ResponseResult:
     finish_reason: str | None = None
     text: str | None = None  # the generated content, only when the client captures text
 
+    @classmethod
+    def failure(
+        cls, start_s: float, error: ErrorCategory, detail: str, *, end_s: float | None = None
+    ) -> ResponseResult:
+        """A request that got no answer: no head, no chunk, no token; it ended now unless
+        `end_s` says when."""
+        return cls(
+            start_s=start_s,
+            end_s=time.perf_counter() if end_s is None else end_s,
+            first_token_s=None,
+            chunk_times_s=(),
+            output_tokens=0,
+            prompt_tokens=None,
+            cached_tokens=None,
+            served_by=None,
+            status=None,
+            error=error,
+            error_detail=detail,
+        )
+
     @property
     def ok(self) -> bool:
         return self.error is None

@@ -465,20 +465,11 @@ async def _send(
 
 
 def _unbuilt(detail: str) -> ResponseResult:
-    now = time.perf_counter()
-    return ResponseResult(
-        start_s=now,
-        end_s=now,
-        first_token_s=None,
-        chunk_times_s=(),
-        output_tokens=0,
-        prompt_tokens=None,
-        cached_tokens=None,
-        served_by=None,
-        status=None,
-        # The worker cannot serve: no category says more (and the failure threshold counts it).
-        error=ErrorCategory.WORKER_LOST,
-        error_detail=f"the client worker cannot build the request: {detail}"[:200],
+    # The worker cannot serve: no category says more (and the failure threshold counts it).
+    return ResponseResult.failure(
+        time.perf_counter(),
+        ErrorCategory.WORKER_LOST,
+        f"the client worker cannot build the request: {detail}"[:200],
     )
 
 

@@ -630,16 +630,4 @@ def _xadd(stream: str, fields: dict[bytes, bytes]) -> list[bytes | str]:
 def _failed(
     start_s: float, error: ErrorCategory, detail: str, *, end_s: float | None = None
 ) -> ResponseResult:
-    return ResponseResult(
-        start_s=start_s,
-        end_s=time.perf_counter() if end_s is None else end_s,
-        first_token_s=None,
-        chunk_times_s=(),
-        output_tokens=0,
-        prompt_tokens=None,
-        cached_tokens=None,
-        served_by=None,
-        status=None,
-        error=error,
-        error_detail=detail,
-    )
+    return ResponseResult.failure(start_s, error, detail, end_s=end_s)

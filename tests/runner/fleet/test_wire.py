@@ -178,19 +178,7 @@ def test_credits_and_results_cross_the_wire_intact():
         status=200,
         error=None,
     )
-    failed = ResponseResult(
-        start_s=1.0,
-        end_s=1.0,
-        first_token_s=None,
-        chunk_times_s=(),
-        output_tokens=0,
-        prompt_tokens=None,
-        cached_tokens=None,
-        served_by=None,
-        status=None,
-        error=ErrorCategory.CONNECT,
-        error_detail="refused",
-    )
+    failed = ResponseResult.failure(1.0, ErrorCategory.CONNECT, "refused", end_s=1.0)
     # A host's batch is one item: its results in order, onto the orchestrator's clock.
     rows = [result_row(7, result, 1000.0), result_row(1, failed, 1000.0)]
     (first_id, back), (second_id, lost) = decode_results(encode_results(rows), 1000.0)
