@@ -139,18 +139,18 @@ def test_names_that_match_nothing_or_several_are_refused_before_anything_is_laun
 def test_a_spawn_pin_run_launched_with_wait_shows_progress_and_exits_0_on_its_pass(
     demo: str, cli: Cli
 ) -> None:
-    # Ended by its request count, not a duration: a duration's stop cuts the requests in
-    # flight, and on a busy machine (the suite's own parallel processes) a short run's cut
-    # share passes the verdict's 10 % limit, failing the run's own checks.
+    # Ended by its request count at 16 lanes, not after 5 s at the demo's 64: the stop cuts
+    # the requests still in flight, and on a busy machine 64 of them passed the verdict's 10 %
+    # of a short run's requests, failing the run's own checks; 16 in 200 cannot.
     result = cli(
         "launch", "demo", "--endpoint", "built-in mock", "--set", "duration_s=120",
-        "--set", "max_requests=150", "--set", "policy=spawn-pin", "--tag", "from-cli",
-        "--wait", "--every", "0.2", "--token", demo,
+        "--set", "max_requests=200", "--set", "concurrency=16", "--set", "policy=spawn-pin",
+        "--tag", "from-cli", "--wait", "--every", "0.2", "--token", demo,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     run = Run.objects.get(tags__contains="from-cli")  # a run of the service, tagged as asked
     assert run.status == Status.SUCCEEDED and run.spec["policy"] == "spawn-pin"
-    assert run.spec["max_requests"] == 150
+    assert run.spec["max_requests"] == 200
     # stderr: the launch, then progress lines ending with the last figures; stdout: the result.
     progress = result.stderr.splitlines()
     assert progress[0].startswith(f"run {run.uuid} (demo on built-in mock) queued")
