@@ -5,7 +5,7 @@ wake-up came (a loop busy parsing streams, building requests or recording answer
 and every request's timing is late with it), and the process CPU time between two reads. It
 must not touch the engine: the driver reads it when it builds a snapshot and passes the figures
 along. aiperf warns past 85 % CPU on its workers; the service names the same threshold
-(aiperf_web/live/saturation.py).
+(aiperf_web/reports/cards/saturation.py).
 """
 
 from __future__ import annotations

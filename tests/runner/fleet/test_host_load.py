@@ -1,7 +1,7 @@
 """A client-worker host's heartbeat carries its own event loop's lag (issue 27 item 5): the
 in-process client's probe (runner/wallclock/load.py) runs on the host's loop, and each beat
 says how late that loop woke up since the beat before, so the run's snapshots can name a host
-whose loop, not the server, made its requests late (aiperf_web/live/saturation.py)."""
+whose loop, not the server, made its requests late (aiperf_web/reports/cards/saturation.py)."""
 
 from __future__ import annotations
 
