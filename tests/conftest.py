@@ -7,6 +7,7 @@ on one worker (`PartScheduling`)."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,16 @@ def is_live(item: Any) -> bool:
         return True
     path = Path(str(item.fspath))
     return path in LIVE_FILES or any(folder in path.parents for folder in LIVE_FOLDERS)
+
+
+def pytest_configure(config: Any) -> None:
+    """A suite started in the background of a shell without job control (`make test &`, a CI
+    runner's step) inherits SIGINT ignored, and so would every process a test starts: the
+    tests that press Ctrl-C on a child (a watcher, a replay, a mock server, `serve`) would
+    find it deaf. A handler of our own is reset to the default in each child at exec, where
+    an ignored signal stays ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks given here
