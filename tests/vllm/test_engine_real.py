@@ -123,7 +123,11 @@ def test_every_answer_streams_the_traces_output_length(replay: Replay) -> None:
         assert record["output_tokens"] == turn.output_tokens
         assert record["first_token_s"] is not None
         assert record["start_s"] < record["first_token_s"] < record["end_s"]
-        assert record["itl_ms"] is not None and record["itl_ms"] > 0
+        assert record["itl_ms"] is None or record["itl_ms"] > 0
+    # A stream whose tokens all came in one socket read has no ITL (nothing to time between
+    # its chunks): vLLM now and then sends a short answer's tokens together. Most are timed.
+    timed = [record for record in records if record["itl_ms"] is not None]
+    assert len(timed) > len(records) / 2, (len(timed), len(records))
 
 
 def test_usage_counts_the_servers_tokens_and_cached_whole_blocks(
