@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -24,6 +25,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 
 from tests.conftest import is_live
 from tests.fixtures import DAG_SPAWN
@@ -212,6 +214,49 @@ def hosts_worker(run_worker: str) -> Iterator[str]:
 def _fast_password_hashing(settings: Any) -> None:
     # Personas are created per test; PBKDF2's deliberate slowness would dominate the suite.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+SETTLE_S = 60  # how long a test's leftover runs get to stop before its database is flushed
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_running(request: Any) -> Iterator[None]:
+    """A committed test's sweeps and runs end before its tables are flushed.
+
+    The session's worker outlives every test: a run or sweep a test launched and left (a sweep
+    page test that launches a simulated twin, say) keeps writing while `transactional_db`
+    truncates the tables, and the flush fails (CI saw "couldn't be flushed", then the next test
+    found the last one's users). Depending on `transactional_db` makes this teardown run before
+    its flush: active sweeps are ended (no further point is made), queued runs cancelled,
+    running ones asked to stop, and their worker is given SETTLE_S to store their end."""
+    if "transactional_db" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
+    from aiperf_web.runs.models import Run, Status
+    from aiperf_web.sweeps.models import SWEEP_ACTIVE, Sweep, SweepStatus
+
+    now = timezone.now()
+    Sweep.objects.filter(status__in=SWEEP_ACTIVE).update(
+        status=SweepStatus.CANCELLED, reason="cancelled", cancel_requested_at=now, finished_at=now
+    )
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        Run.objects.filter(status=Status.QUEUED).update(
+            status=Status.CANCELLED, finished_at=now, cancel_requested_at=now, reason="cancelled"
+        )
+        Run.objects.filter(status=Status.RUNNING, cancel_requested_at__isnull=True).update(
+            cancel_requested_at=now
+        )
+        # A run is being executed while its worker beats (every 5 s, runs/executing.py); a
+        # row a test wrote as running, or whose worker the test killed, has no fresh beat.
+        beating = timezone.now() - timedelta(seconds=12)
+        if not Run.objects.filter(status=Status.RUNNING, heartbeat_at__gte=beating).exists():
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"runs this test left were still running {SETTLE_S} s after it ended")
+        time.sleep(0.2)
 
 
 @pytest.fixture
