@@ -1,5 +1,5 @@
 """The run page's own URLconf, namespace `run`: `run:page` is /runs/<id>/, the path it always
-had (PRODUCT.md's interfaces link to it), mounted by aiperf_web/urls.py after the runs app's
+had (docs/product.md §6 names it among the interfaces), mounted by aiperf_web/urls.py after the runs app's
 pages so that /runs/new/ stays the launch form. The page and its cards are reports' (views.py
 run_detail, run_page.py, cards/)."""
 

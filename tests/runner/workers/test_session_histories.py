@@ -104,7 +104,7 @@ def test_a_live_run_reports_its_copies_as_text_and_as_pieces(mock, claude_code_t
     held = summary["session_histories"]
     assert summary["errors"] == 0
     assert held["peak_actual_bytes"] * 2 < held["peak_logical_bytes"]
-    # The store's orphans are the books' (PRODUCT.md §4.3), whatever the policy.
+    # The store's orphans are the books' (docs/product.md §4.3), whatever the policy.
     assert held["orphans"] == summary["orphaned_session_copies"]
     if policy is Policy.SPAWN_PIN:
         assert held["orphans"] == 0 and held["orphan_own_bytes"] == 0
