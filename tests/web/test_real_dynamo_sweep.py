@@ -26,7 +26,15 @@ from tests.web.conftest import World
 
 # Ten live points of 20 s with the drain between them, and the run that waits: past the
 # suite's 300 s per test.
-pytestmark = [pytest.mark.dynamo, pytest.mark.slow, pytest.mark.timeout(1200)]
+# Once, on the production shape: what it adds is the real Dynamo's answer (the sweep driver, the
+# endpoint lease and the worker in each shape are the mock sweeps' and leases' tests, which run
+# in both); on the embedded default it took another 4 minutes to say the same.
+pytestmark = [
+    pytest.mark.dynamo,
+    pytest.mark.slow,
+    pytest.mark.timeout(1200),
+    pytest.mark.shape_independent,
+]
 
 # The fixture's span; every lane starts 100-110 s in, before its three SPAWN subagents (spawned
 # at 120-170 s, tests/fixtures/README.md), so each point measures children's first turns.
