@@ -15,7 +15,11 @@ Figures side by side in one run (absolute times are noisy on a shared machine):
 - **orchestrator CPU per credit** at `rate_per_s`: the orchestrating process's CPU time over
   the credits it issued (scheduler, router, books, metrics and the Redis traffic together; the
   hosts build the requests and do the HTTP, so the transport run's is its figure), beside the
-  same replay in-process, where the same process also builds and does the HTTP;
+  same replay in-process, where the same process also builds and does the HTTP; and again at
+  `busy_rate_per_s`, where the orchestrator's ceiling is decided: at a low rate its loop wakes
+  for one or two credits at a time and each wake-up's fixed cost (timers, the flush and the pop
+  round trips) is spread over few, at a high one a tick carries many. The credits/s one core
+  would sustain at the busy rate's cost follow (`orchestrator_credits_per_core_s`);
 - **requests/s** of a closed loop against the mock with 1, 2 and 4 host processes, beside the
   in-process engine, with the machine's cores busy meanwhile (all processes: once they are
   all busy, more host processes only share them).
@@ -61,6 +65,8 @@ class FleetBenchResult:
     added_rtt_ms: dict[str, dict[str, float | None]]
     cpu_ms_per_credit_fleet: float
     cpu_ms_per_credit_local: float
+    busy_rate_per_s: float
+    cpu_ms_per_credit_busy: float  # fleet, at busy_rate_per_s
     req_per_s: dict[str, float]  # "in-process", "1", "2", "4" host processes
     cores_busy: dict[str, float]  # the same keys: the machine's busy cores meanwhile
     credits_measured: int
@@ -73,7 +79,9 @@ class FleetBenchResult:
             "orchestrator_cpu_ms_per_credit": {
                 "fleet": self.cpu_ms_per_credit_fleet,
                 "in-process": self.cpu_ms_per_credit_local,
+                f"fleet at {self.busy_rate_per_s:g}/s": self.cpu_ms_per_credit_busy,
             },
+            "orchestrator_credits_per_core_s": round(1000.0 / self.cpu_ms_per_credit_busy),
             "req_per_s": self.req_per_s,
             "cores_busy": {**self.cores_busy, "of": float(os.cpu_count() or 1)},
             "credits_measured": self.credits_measured,
@@ -212,6 +220,7 @@ def bench_fleet(
     redis_url: str,
     rate_per_s: float = 2000.0,
     load_rate_per_s: float = 500.0,
+    busy_rate_per_s: float = 8000.0,
     rate_duration_s: float = 10.0,
     closed_requests: int = 6000,
     concurrency: int = 64,
@@ -245,6 +254,11 @@ def bench_fleet(
         local_summary, local_cpu, _ = asyncio.run(
             _replay(url, trace, rate, redis_url=redis_url, hosts=0)
         )
+        busy = dataclasses.replace(rate, rate_per_s=busy_rate_per_s)
+        busy_trace = small_trace(min(100_000, int(busy_rate_per_s * rate_duration_s * 1.2)))
+        busy_summary, busy_cpu, _ = _on_fleet_loop(
+            _replay(url, busy_trace, busy, redis_url=redis_url, hosts=1, echo=True)
+        )
         # 2. Closed loop: throughput with 1, 2, 4 hosts beside in-process.
         closed_trace = small_trace(closed_requests)
         closed = ReplayConfig(
@@ -264,6 +278,8 @@ def bench_fleet(
         added_rtt_ms=added,
         cpu_ms_per_credit_fleet=round(1000.0 * fleet_cpu / max(1, fleet_summary["requests"]), 3),
         cpu_ms_per_credit_local=round(1000.0 * local_cpu / max(1, local_summary["requests"]), 3),
+        busy_rate_per_s=busy_rate_per_s,
+        cpu_ms_per_credit_busy=round(1000.0 * busy_cpu / max(1, busy_summary["requests"]), 3),
         req_per_s=req_per_s,
         cores_busy=cores_busy,
         credits_measured=len(echoed.transits_s) + len(sender.transits_s),

@@ -115,6 +115,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=500.0,
         help="open-loop requests/s against the mock for the round trip under load",
     )
+    fleet.add_argument(
+        "--busy-rate",
+        type=float,
+        default=8000.0,
+        help="open-loop credits/s for the orchestrator's CPU per credit where it is busy",
+    )
     fleet.add_argument("--rate-duration", type=float, default=10.0, metavar="S")
     fleet.add_argument("--requests", type=int, default=6000, help="closed-loop requests")
     fleet.add_argument("--concurrency", type=int, default=64, help="closed-loop lanes")
@@ -268,6 +274,7 @@ def _run_fleet(args: argparse.Namespace) -> int:
         redis_url=args.redis,
         rate_per_s=args.rate,
         load_rate_per_s=args.load_rate,
+        busy_rate_per_s=args.busy_rate,
         rate_duration_s=args.rate_duration,
         closed_requests=args.requests,
         concurrency=args.concurrency,
