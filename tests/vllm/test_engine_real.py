@@ -5,7 +5,6 @@ client's prefix hit ratio against the server's own counters over the same reques
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 import time
@@ -17,6 +16,7 @@ import pytest
 from runner import (
     ListSink,
     RunResult,
+    Snapshot,
     SyntheticConfig,
     Trace,
     check_endpoint,
@@ -177,21 +177,22 @@ def test_the_clients_prefix_hit_ratio_is_the_servers_own(replay: Replay) -> None
     assert abs(client - server) < 0.0001, (client, server)
 
 
-def stop_once_running(vllm: VllmServers, stop: threading.Event, streams: int) -> None:
-    """Sets `stop` once the server's own gauge says it runs `streams` requests; polled here
-    every 50 ms rather than read from the run's scrapes: those come every 0.5 s with a 1 s
-    timeout, from the loop that is parsing both streams meanwhile, and a CI run once finished
-    two 3,000-token answers with no scrape showing both running."""
-    while not stop.is_set():
-        with contextlib.suppress(httpx.HTTPError):
-            if series(metrics(vllm), "vllm:num_requests_running") >= streams:
-                stop.set()
-                return
-        time.sleep(0.05)
+class StopInStream(ListSink):
+    """Sets `stop` once a snapshot shows the server running `streams` requests."""
+
+    def __init__(self, stop: threading.Event, streams: int) -> None:
+        super().__init__()
+        self.stop, self.streams = stop, streams
+
+    def snapshot(self, snapshot: Snapshot) -> None:
+        super().snapshot(snapshot)
+        view = snapshot["server_metrics"] or {}
+        if (view.get("figures") or {}).get("running") == self.streams:
+            self.stop.set()
 
 
 def test_a_cancel_mid_stream_ends_the_servers_work_too(real_vllm: VllmServers) -> None:
-    """Two answers of 3,000 tokens (a few seconds on two shared cores), cancelled once the
+    """Two answers of 3,000 tokens (half a minute on two shared cores), cancelled once the
     server runs both: each is recorded as cancelled with the tokens it had streamed, and the
     server stops generating them (its disconnect handling aborts the requests)."""
     long_answers = SyntheticConfig(
@@ -207,9 +208,7 @@ def test_a_cancel_mid_stream_ends_the_servers_work_too(real_vllm: VllmServers) -
     )
     before = series(metrics(real_vllm), "vllm:generation_tokens_total")
     stop = threading.Event()
-    sink = ListSink()
-    watcher = threading.Thread(target=stop_once_running, args=(real_vllm, stop, 2), daemon=True)
-    watcher.start()
+    sink = StopInStream(stop, streams=2)
     spec = parse_spec(
         {
             "workload": {"synthetic": long_answers.model_dump(mode="json")},
@@ -220,8 +219,6 @@ def test_a_cancel_mid_stream_ends_the_servers_work_too(real_vllm: VllmServers) -
         }
     )
     result = run(spec, sink=sink, stop=stop)
-    stop.set()  # ends the watcher if the answers ended first
-    watcher.join(timeout=15)
     assert result.status == "cancelled"
     records = sink.record_list
     assert len(records) == 2 and result.summary["cut_by_stop"] == 2
