@@ -6,12 +6,12 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run demo test test-fast lint typecheck unit web-embedded bench clean dynamo vllm services
 
-# The fast tier (no `live` mark: nothing timed) runs on FAST_WORKERS processes (pytest-xdist);
-# the live tier on PYTEST_WORKERS (one file or one shared real part per work unit, the longest
-# first: tests/conftest.py), the embedded second pass on EMBEDDED_WORKERS; 0 runs a tier in
-# one process. On two cores four processes took the whole suite from about 39 to 28 minutes,
-# but the tests that time a live run (a demo's leak, the vLLM's streams, Ctrl-C of a watcher)
-# then fail now and then: the live tiers stay serial until they hold under load.
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist, one file or one shared real part
+# per work unit, the longest first: tests/conftest.py), the embedded second pass on
+# EMBEDDED_WORKERS; 0, the default, runs each in one process. On two cores four processes
+# took the suite from about 39 to 28 minutes, but the tests that time a live run (a demo's
+# leak, the vLLM's streams, Ctrl-C of a watcher) then fail now and then: the default stays
+# serial until they hold under load.
 PYTEST_WORKERS ?= 0
 EMBEDDED_WORKERS ?= 0
 FAST_WORKERS ?= 2
@@ -52,11 +52,9 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 # Everything, on whatever DATABASE_URL / REDIS_URL say (PostgreSQL + Redis + a celery worker
-# process when set, as in CI; the embedded default otherwise), in two tiers: the fast one on
-# FAST_WORKERS processes as `make test-fast` runs it, then the `live` one on PYTEST_WORKERS.
+# process when set, as in CI; the embedded default otherwise).
 unit: $(STAMP)
-	$(PY) -m pytest -m "not live" $(call xdist,$(FAST_WORKERS))
-	$(PY) -m pytest -m live $(call xdist,$(PYTEST_WORKERS))
+	$(PY) -m pytest $(call xdist,$(PYTEST_WORKERS))
 
 # When the run above used PostgreSQL + Redis, the web tests whose behaviour depends on the shape
 # run again on the embedded default: those marked embedded_shape, which tests/web/conftest.py
