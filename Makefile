@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 # EMBEDDED_WORKERS; 0, the default, runs each in one process. On two cores four processes
 # took the suite from about 39 to 28 minutes, but the tests that time a live run (a demo's
 # leak, the vLLM's streams, Ctrl-C of a watcher) then fail now and then: the default stays
-# serial until they hold under load.
+# serial until they hold under load. `make test-fast` runs on FAST_WORKERS (below).
 PYTEST_WORKERS ?= 0
 EMBEDDED_WORKERS ?= 0
 FAST_WORKERS ?= 2

@@ -143,6 +143,12 @@ def small_trace(trees: int) -> Trace:
     )
 
 
+def _open_loop_trace(rate_per_s: float, duration_s: float) -> Trace:
+    """Enough single-request trees for an open loop at `rate_per_s` to last `duration_s` (a
+    fifth more, so arrivals never run out first; at most the generator's 100,000)."""
+    return small_trace(min(100_000, int(rate_per_s * duration_s * 1.2)))
+
+
 async def _started_fleet(
     trace: Trace, config: LiveConfig, *, redis_url: str, echo: bool = False
 ) -> tuple[FleetSender, Any]:
@@ -231,8 +237,7 @@ def bench_fleet(
         url = server.url
         # 1. Open loop at `rate_per_s`, one host: the added round trip three ways, and the
         # orchestrator's CPU per credit beside in-process.
-        trees = int(rate_per_s * rate_duration_s * 1.2)
-        trace = small_trace(trees)
+        trace = _open_loop_trace(rate_per_s, rate_duration_s)
         rate = ReplayConfig(
             timing="rate",
             rate_per_s=rate_per_s,
@@ -255,7 +260,7 @@ def bench_fleet(
             _replay(url, trace, rate, redis_url=redis_url, hosts=0)
         )
         busy = dataclasses.replace(rate, rate_per_s=busy_rate_per_s)
-        busy_trace = small_trace(min(100_000, int(busy_rate_per_s * rate_duration_s * 1.2)))
+        busy_trace = _open_loop_trace(busy_rate_per_s, rate_duration_s)
         busy_summary, busy_cpu, _ = _on_fleet_loop(
             _replay(url, busy_trace, busy, redis_url=redis_url, hosts=1, echo=True)
         )
