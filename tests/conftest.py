@@ -34,6 +34,7 @@ LIVE_FIXTURES = frozenset(
         "context",
         "real_dynamo",
         "real_vllm",
+        "words_vllm",
     }
 )
 LIVE_MARKS = ("slow", "dynamo", "vllm")

@@ -34,6 +34,7 @@ _MAX_BYTES: Final = 8 * 1024 * 1024  # a /metrics page of a big vLLM deployment 
 # The scrapes before and after the run must not hold its start or its result long.
 _FIRST_TIMEOUT_S: Final = 2.0
 _FINAL_TIMEOUT_S: Final = 2.0
+_SLOW_PAGE_S: Final = 5.0  # the shortest read timeout of a scrape during the run
 
 Log = Callable[[Literal["info", "warning", "error"], str], None]
 
@@ -111,8 +112,10 @@ class ServerMetricsScraper:
         then scrape every interval in the background until `stop()`."""
         if self.url is None or self._client is not None:
             return
-        # Read timeout within the interval: a slow page must not pile scrapes up.
-        timeout = httpx.Timeout(min(10.0, max(1.0, self.interval_s)))
+        # Scrapes never pile up (the loop waits for each and skips the ticks it outlasts), so a
+        # page may take a few seconds: a vLLM streaming at full speed answers /metrics late,
+        # and a timeout of one short interval lost every scrape while it was busy.
+        timeout = httpx.Timeout(min(10.0, max(_SLOW_PAGE_S, self.interval_s)))
         self._client = httpx.AsyncClient(
             headers=self._headers,
             timeout=timeout,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -91,7 +92,32 @@ def _fresh_words(count: int, *key: object) -> str:
     return _pool_words(_seed("fresh", *key) % _POOL_WORDS, count)
 
 
+# Block texts already made, oldest first, up to _BLOCK_CACHE_CHARS characters: the turns of a
+# session repeat their predecessors' blocks and every lane of a tree repeats the tree's, so a
+# long prompt is mostly lookups (trace_0282's later turns: about 2,000 blocks each).
+_BLOCK_CACHE_CHARS = 32 << 20
+_block_cache: dict[tuple[str, int, int], str] = {}
+_block_cache_chars = 0
+_block_cache_lock = threading.Lock()  # misses only: runs in a worker's threads share it
+
+
 def _block(scope: str, block_size: int, hash_id: int) -> str:
+    """The block text of (scope, hash id), from the cache when it was made before."""
+    global _block_cache_chars
+    key = (scope, block_size, hash_id)
+    text = _block_cache.get(key)
+    if text is None:
+        text = _make_block(scope, block_size, hash_id)
+        with _block_cache_lock:
+            if key not in _block_cache:
+                while _block_cache and _block_cache_chars + len(text) > _BLOCK_CACHE_CHARS:
+                    _block_cache_chars -= len(_block_cache.pop(next(iter(_block_cache))))
+                _block_cache[key] = text
+                _block_cache_chars += len(text)
+    return text
+
+
+def _make_block(scope: str, block_size: int, hash_id: int) -> str:
     """The block text of (scope, hash id): two pool windows at independent seeded offsets.
 
     Two windows, not one, because a block must not repeat another hash id's text: with one

