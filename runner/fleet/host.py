@@ -63,6 +63,7 @@ from runner.fleet.wire import (
     result_row,
 )
 from runner.wallclock.load import LoopLoad
+from runner.wallclock.pacing import loop_pacer
 from runner.wallclock.prompts import RequestBuilder
 from runner.workers.history import HistoryStore
 
@@ -425,7 +426,10 @@ async def _send(
     try:
         if builder is None:
             raise ValueError("the run gave this host no workload")
+        await loop_pacer().turn()
         request, headers = builder.build(entry)
+    except asyncio.CancelledError:
+        request = None  # cancelled by the orchestrator before it was built: recorded there
     except (ValueError, LookupError) as exc:
         # A credit this host cannot build (a workload that is not the run's): answered as
         # the client's own failure, and the run's failure threshold decides.

@@ -10,16 +10,22 @@ ResponseResult back; the engine, its routing and its books stay in one place.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from runner.client import EncodedRequest, InferenceClient, ResponseResult, Timeouts
+from runner.client import EncodedRequest, ErrorCategory, InferenceClient, ResponseResult, Timeouts
 from runner.replay.engine import Dispatch
 from runner.trace import Trace
+from runner.wallclock.pacing import loop_pacer
 from runner.wallclock.prompts import RequestBuilder
 from runner.workers.history import SessionHistories
 
 __all__ = ["LocalSender", "PostingSender", "RemoteWorkers", "RequestSender"]
+
+# A request cancelled while it waited for its turn to be built (runner/wallclock/pacing.py).
+_CANCELLED_UNSENT = (ErrorCategory.CANCELLED, "cancelled by the caller before it was sent")
 
 
 class RequestSender(Protocol):
@@ -93,6 +99,11 @@ class LocalSender:
         self.histories = SessionHistories()
 
     async def send(self, dispatch: Dispatch, on_result: Callable[[ResponseResult], None]) -> None:
+        try:
+            await loop_pacer().turn()
+        except asyncio.CancelledError:
+            on_result(ResponseResult.failure(time.perf_counter(), *_CANCELLED_UNSENT))
+            raise
         request, headers = self.builder.build(dispatch)
         body = request.encoded()
         credit = dispatch.credit
