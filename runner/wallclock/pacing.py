@@ -37,7 +37,10 @@ class BuildPacer:
             if self._next is None:
                 now = time.perf_counter()
                 if self._until is None:
+                    # This turn's slice starts; it ends with the turn, spent or not, so a
+                    # build after a quiet spell never waits.
                     self._until = now + self.slice_s
+                    asyncio.get_running_loop().call_soon(self._end_slice)
                     return
                 if now < self._until:
                     return
@@ -46,6 +49,10 @@ class BuildPacer:
                 loop.call_soon(self._open)  # runs next turn, after this one's sockets and timers
             # Shielded: a waiter cancelled (a cancelled request) must not cancel the others.
             await asyncio.shield(self._next)
+
+    def _end_slice(self) -> None:
+        if self._next is None:
+            self._until = None
 
     def _open(self) -> None:
         waiting, self._next, self._until = self._next, None, None

@@ -81,6 +81,23 @@ def test_a_waiter_cancelled_leaves_the_others_waiting_to_build() -> None:
     assert cancelled and sorted(done) == [0, 1, 2, 4, 5]
 
 
+def test_a_build_after_a_quiet_spell_goes_ahead_at_once() -> None:
+    """A slice ends with its turn, spent or not: a later lone build does not wait a turn."""
+
+    async def main() -> list[str]:
+        pacer = BuildPacer(slice_s=0.001)
+        await pacer.turn()
+        _busy(0.002)  # this turn's slice, spent
+        await asyncio.sleep(0.01)
+        marks: list[str] = []
+        asyncio.get_running_loop().call_soon(lambda: marks.append("the loop turned"))
+        await pacer.turn()
+        marks.append("built")
+        return marks
+
+    assert asyncio.run(main())[0] == "built"
+
+
 def test_one_pacer_per_loop() -> None:
     async def pacer_twice() -> tuple[BuildPacer, BuildPacer]:
         return loop_pacer(), loop_pacer()
