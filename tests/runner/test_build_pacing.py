@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 from runner.wallclock.pacing import BuildPacer, loop_pacer
@@ -58,7 +59,7 @@ def test_without_a_slice_each_turn_still_builds_one() -> None:
 
     turns = asyncio.run(main())
     # The ticker saw the builds one or two at a time, never the wave at once.
-    steps = [b - a for a, b in zip(turns, turns[1:], strict=False)]
+    steps = [b - a for a, b in itertools.pairwise(turns)]
     assert max(steps) <= 2 and turns[-1] >= 3, turns
 
 
