@@ -15,11 +15,14 @@ Figures side by side in one run (absolute times are noisy on a shared machine):
 - **orchestrator CPU per credit** at `rate_per_s`: the orchestrating process's CPU time over
   the credits it issued (scheduler, router, books, metrics and the Redis traffic together; the
   hosts build the requests and do the HTTP, so the transport run's is its figure), beside the
-  same replay in-process, where the same process also builds and does the HTTP; and again at
-  `busy_rate_per_s`, where the orchestrator's ceiling is decided: at a low rate its loop wakes
-  for one or two credits at a time and each wake-up's fixed cost (timers, the flush and the pop
-  round trips) is spread over few, at a high one a tick carries many. The credits/s one core
-  would sustain at the busy rate's cost follow (`orchestrator_credits_per_core_s`);
+  same replay in-process, where the same process also builds and does the HTTP, and beside the
+  engine alone (the driver with a sender that answers at once: what no transport can take
+  away); and again at `busy_rate_per_s`, where the orchestrator's ceiling is decided: at a
+  low rate its loop wakes for one or two credits at a time and each wake-up's fixed cost
+  (timers, the flush and the pop round trips) is spread over few, at a high one a tick carries
+  many (on this VM a process's every sleep and wake-up costs tens of microseconds of its CPU).
+  The credits/s one core would sustain at the busy rate's cost follow
+  (`orchestrator_credits_per_core_s`);
 - **requests/s** of a closed loop against the mock with 1, 2 and 4 host processes, beside the
   in-process engine, with the machine's cores busy meanwhile (all processes: once they are
   all busy, more host processes only share them).
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from runner.bench.fleet_hosts import floor_round_trips
+from runner.bench.instant import InstantSender
 from runner.cluster import ClusterConfig
 from runner.fleet import FleetSender, LocalHosts, RunKeys, fleet_loop, host_groups
 from runner.fleet.host import SECRET_ENV
@@ -67,6 +71,8 @@ class FleetBenchResult:
     cpu_ms_per_credit_local: float
     busy_rate_per_s: float
     cpu_ms_per_credit_busy: float  # fleet, at busy_rate_per_s
+    # The driver and engine alone (a sender that answers at once): at rate_per_s, busy rate
+    cpu_ms_per_credit_engine: tuple[float, float]
     req_per_s: dict[str, float]  # "in-process", "1", "2", "4" host processes
     cores_busy: dict[str, float]  # the same keys: the machine's busy cores meanwhile
     credits_measured: int
@@ -80,6 +86,8 @@ class FleetBenchResult:
                 "fleet": self.cpu_ms_per_credit_fleet,
                 "in-process": self.cpu_ms_per_credit_local,
                 f"fleet at {self.busy_rate_per_s:g}/s": self.cpu_ms_per_credit_busy,
+                "engine alone": self.cpu_ms_per_credit_engine[0],
+                f"engine alone at {self.busy_rate_per_s:g}/s": self.cpu_ms_per_credit_engine[1],
             },
             "orchestrator_credits_per_core_s": round(1000.0 / self.cpu_ms_per_credit_busy),
             "req_per_s": self.req_per_s,
@@ -210,6 +218,25 @@ async def _replay(
     return result.summary, cpu_s, sender
 
 
+async def _engine_alone(trace: Trace, replay: ReplayConfig) -> float:
+    """The orchestrator's CPU per credit with no transport: the live driver and the engine
+    (scheduler, router, books, metrics) on the fleet's loop, every request answered at once."""
+    config = LiveConfig(
+        endpoint="http://127.0.0.1:9",  # never reached: the sender answers
+        model="mock-model",
+        replay=replay,
+        engine=EngineConfig(client_workers=1),
+        snapshot_interval_s=1.0,
+    )
+    cpu0 = time.process_time()
+    gc.freeze()
+    try:
+        result = await replay_live([trace], config, sender=InstantSender())
+    finally:
+        gc.unfreeze()
+    return round(1000.0 * (time.process_time() - cpu0) / max(1, int(result.summary["requests"])), 3)
+
+
 def _floor(redis_url: str, rate_per_s: float, duration_s: float) -> list[float]:
     run = uuid.uuid4().hex[:12]
     procs = _bench_processes("floor", redis_url, run, 1)
@@ -264,6 +291,10 @@ def bench_fleet(
         busy_summary, busy_cpu, _ = _on_fleet_loop(
             _replay(url, busy_trace, busy, redis_url=redis_url, hosts=1, echo=True)
         )
+        engine_alone = (
+            _on_fleet_loop(_engine_alone(trace, rate)),
+            _on_fleet_loop(_engine_alone(busy_trace, busy)),
+        )
         # 2. Closed loop: throughput with 1, 2, 4 hosts beside in-process.
         closed_trace = small_trace(closed_requests)
         closed = ReplayConfig(
@@ -285,6 +316,7 @@ def bench_fleet(
         cpu_ms_per_credit_local=round(1000.0 * local_cpu / max(1, local_summary["requests"]), 3),
         busy_rate_per_s=busy_rate_per_s,
         cpu_ms_per_credit_busy=round(1000.0 * busy_cpu / max(1, busy_summary["requests"]), 3),
+        cpu_ms_per_credit_engine=engine_alone,
         req_per_s=req_per_s,
         cores_busy=cores_busy,
         credits_measured=len(echoed.transits_s) + len(sender.transits_s),

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import hiredis
@@ -32,11 +33,26 @@ __all__ = ["Pipelined", "connect"]
 
 Command = Sequence[bytes | str | int | float]
 
+log = logging.getLogger(__name__)
+
+_WATCH_S = 1.0  # how often a connection looks for a call past its deadline
+# The tasks `submit` needed (opening a link, redis-py's calls): held until done.
+_opening: set[asyncio.Future[None]] = set()
+
+
+OnReply = Callable[[list[Any] | Exception], None]
+
 
 class Pipelined(Protocol):
-    """Commands sent together, their replies in order (an error reply raises)."""
+    """Commands sent together, their replies in order (an error reply raises).
+
+    `call` awaits them; `submit` is the same without a task or future: `on_reply` is called
+    once, with the replies or the exception `call` would raise, from the connection's own
+    callback (so it must not block, and whatever it raises is its caller's fault, logged)."""
 
     async def call(self, commands: Sequence[Command]) -> list[Any]: ...
+
+    def submit(self, commands: Sequence[Command], on_reply: OnReply) -> None: ...
 
     async def aclose(self) -> None: ...
 
@@ -51,12 +67,42 @@ def connect(url: str, *, timeout_s: float) -> Pipelined:
 
 
 class _Call:
-    __slots__ = ("count", "future", "replies")
+    """One pipeline in flight: its replies so far, and who hears them (a future, for `call`,
+    or a callback, for `submit`)."""
 
-    def __init__(self, count: int, future: asyncio.Future[list[Any]]) -> None:
+    __slots__ = ("count", "deadline", "future", "on_reply", "replies")
+
+    def __init__(
+        self,
+        count: int,
+        deadline: float,
+        future: asyncio.Future[list[Any]] | None,
+        on_reply: OnReply | None,
+    ) -> None:
         self.count = count
+        self.deadline = deadline
         self.future = future
+        self.on_reply = on_reply
         self.replies: list[Any] = []
+
+    def settle(self, outcome: list[Any] | Exception) -> None:
+        future = self.future
+        if future is not None:
+            if future.done():  # its caller was cancelled: the replies are dropped
+                return
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+            return
+        assert self.on_reply is not None
+        if not isinstance(outcome, Exception):
+            error = next((r for r in outcome if isinstance(r, ResponseError)), None)
+            outcome = outcome if error is None else error
+        try:
+            self.on_reply(outcome)
+        except Exception:
+            log.exception("a Redis reply's callback failed")
 
 
 class _Protocol(asyncio.Protocol):
@@ -65,9 +111,11 @@ class _Protocol(asyncio.Protocol):
         self.calls: collections.deque[_Call] = collections.deque()
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self._watchdog: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self._watchdog = asyncio.get_running_loop().call_later(_WATCH_S, self._watch)
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader
@@ -81,20 +129,31 @@ class _Protocol(asyncio.Protocol):
             call.replies.append(reply)
             if len(call.replies) == call.count:
                 calls.popleft()
-                if not call.future.done():
-                    call.future.set_result(call.replies)
+                call.settle(call.replies)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(RedisConnectionError(f"connection to Redis lost: {exc or 'closed'}"))
 
+    def _watch(self) -> None:
+        """One timer per connection, not one per call: a call unanswered past its deadline
+        gives the link up (the replies in order behind it could not be told apart from its
+        own), and the next call reconnects."""
+        if self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        if self.calls and min(call.deadline for call in self.calls) < loop.time():
+            self._fail(RedisTimeoutError("Redis did not answer in time"))
+            return
+        self._watchdog = loop.call_later(_WATCH_S, self._watch)
+
     def _fail(self, error: Exception) -> None:
         self.closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         if self.transport is not None:
             self.transport.abort()
         while self.calls:
-            call = self.calls.popleft()
-            if not call.future.done():
-                call.future.set_exception(error)
+            self.calls.popleft().settle(error)
 
 
 def _pack(commands: Sequence[Command]) -> bytes:
@@ -161,21 +220,44 @@ class _Lean:
             protocol = await self._open()
         return await self._send(protocol, commands)
 
-    async def _send(self, protocol: _Protocol, commands: Sequence[Command]) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Any]] = loop.create_future()
-        protocol.calls.append(_Call(len(commands), future))
-        assert protocol.transport is not None
-        protocol.transport.write(_pack(commands))
-        timer = loop.call_later(self.timeout_s + _blocking_s(commands), _expire, protocol, future)
+    def submit(self, commands: Sequence[Command], on_reply: OnReply) -> None:
+        protocol = self.protocol
+        if protocol is not None and not protocol.closed:
+            self._write(protocol, commands, None, on_reply)
+            return
+        # Opening takes a task; submits made meanwhile queue behind it on the lock, in order.
+        task = asyncio.ensure_future(self._open_and_submit(commands, on_reply))
+        _opening.add(task)
+        task.add_done_callback(_opening.discard)
+
+    async def _open_and_submit(self, commands: Sequence[Command], on_reply: OnReply) -> None:
         try:
-            replies = await future
-        finally:
-            timer.cancel()
+            protocol = await self._open()
+        except (RedisConnectionError, RedisTimeoutError, ResponseError) as exc:
+            _Call(0, 0.0, None, on_reply).settle(exc)
+            return
+        self._write(protocol, commands, None, on_reply)
+
+    async def _send(self, protocol: _Protocol, commands: Sequence[Command]) -> list[Any]:
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._write(protocol, commands, future, None)
+        replies = await future
         for reply in replies:
             if isinstance(reply, ResponseError):
                 raise reply
         return replies
+
+    def _write(
+        self,
+        protocol: _Protocol,
+        commands: Sequence[Command],
+        future: asyncio.Future[list[Any]] | None,
+        on_reply: OnReply | None,
+    ) -> None:
+        deadline = asyncio.get_running_loop().time() + self.timeout_s + _blocking_s(commands)
+        protocol.calls.append(_Call(len(commands), deadline, future, on_reply))
+        assert protocol.transport is not None
+        protocol.transport.write(_pack(commands))
 
     async def aclose(self) -> None:
         protocol = self.protocol
@@ -183,13 +265,6 @@ class _Lean:
         if protocol is not None and protocol.transport is not None:
             protocol.closed = True
             protocol.transport.close()
-
-
-def _expire(protocol: _Protocol, future: asyncio.Future[list[Any]]) -> None:
-    """A call unanswered past its time: the link is given up (the replies in order behind it
-    could not be told apart from its own), and the next call reconnects."""
-    if not future.done():
-        protocol._fail(RedisTimeoutError("Redis did not answer in time"))
 
 
 def _blocking_s(commands: Sequence[Command]) -> float:
@@ -216,6 +291,18 @@ class _RedisPy:
         for command in commands:
             pipe.execute_command(*command)
         return list(await pipe.execute())
+
+    def submit(self, commands: Sequence[Command], on_reply: OnReply) -> None:
+        task = asyncio.ensure_future(self._call_back(commands, on_reply))
+        _opening.add(task)
+        task.add_done_callback(_opening.discard)
+
+    async def _call_back(self, commands: Sequence[Command], on_reply: OnReply) -> None:
+        try:
+            outcome: list[Any] | Exception = await self.call(commands)
+        except (aioredis.RedisError, OSError) as exc:
+            outcome = exc
+        _Call(0, 0.0, None, on_reply).settle(outcome)
 
     async def aclose(self) -> None:
         await self.redis.aclose()

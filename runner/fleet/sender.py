@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 
 _POP_BATCH = 1024
 _POP_BLOCK_S = 0.05  # a pop waits this long before the watcher's checks run again
+_RETRY_S = 0.1  # a flush or pop Redis failed is tried again this much later
 _ALIVE_TTL_S = 60  # hosts leave once the orchestrator stops refreshing this long (a busy
 # orchestrator loop may not refresh for seconds; its death is what this is for)
 _CONFIG_TTL_S = 24 * 3600
@@ -179,7 +180,18 @@ class FleetSender:
         self._owed: dict[int, _Owed] = {}
         self._outbox: dict[int, list[CreditEntry]] = {}
         self._cancels: dict[int, list[int]] = {}
-        self._flush_wanted = asyncio.Event()
+        # The flush and the pop run as callbacks, not tasks: a credit costs no task switch.
+        # One flush is in flight at a time; credits posted meanwhile go out with the next.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._flush_due = False  # a flush is scheduled for the loop's next turn
+        self._flushing = False  # a flush's append is in flight
+        self._flushed_all = asyncio.Event()  # set while no flush is in flight
+        self._flushed_all.set()
+        self._popping = False  # a pop is in flight
+        self._pop_command: list[tuple[Any, ...]] = [
+            ("BLMPOP", _POP_BLOCK_S, 1, self.keys.returns, "LEFT", "COUNT", _POP_BATCH)
+        ]
+        self._failing_since: dict[str, float] = {}  # per call kind: when Redis began failing it
         self._lost: set[int] = set()
         # Set by aclose: the loops finish the Redis command in hand and leave. Cancelling one
         # mid-command can leave redis-py's asyncio connection waiting forever.
@@ -220,11 +232,10 @@ class FleetSender:
                     await line.leave()
         except (OSError, ConnectionError, aioredis.RedisError) as exc:
             raise FleetError(f"cannot reach Redis for the run's client workers: {exc}") from exc
-        self._tasks = [
-            asyncio.create_task(self._resilient(self._flush_loop)),
-            asyncio.create_task(self._resilient(self._pop_loop)),
-            asyncio.create_task(self._resilient(self._watch_loop)),
-        ]
+        self._loop = asyncio.get_running_loop()
+        self._pop()
+        self._want_flush()  # what was posted before the hosts answered
+        self._tasks = [asyncio.create_task(self._resilient(self._watch_loop))]
 
     async def _open(self) -> None:
         """The hosts' configuration, the run's streams, and the keys' expiry."""
@@ -312,7 +323,7 @@ class FleetSender:
                 if now - failing_since >= _REDIS_GRACE_S:
                     self._give_up(f"lost contact with Redis: {exc}")
                     return
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(_RETRY_S)
             except Exception as exc:
                 # A fault of ours: the run must still end (everything owed is settled, every
                 # later send fails at once and the failure threshold stops the run).
@@ -375,7 +386,7 @@ class FleetSender:
             )
         )
         self.stats.credits += 1
-        self._flush_wanted.set()
+        self._want_flush()
         return credit_id
 
     def _tree_of(self, tree: Tree | None) -> int:
@@ -401,7 +412,7 @@ class FleetSender:
             self._cancels.setdefault(entry.worker, []).append(credit_id)
             result = _failed(entry.sent_at, ErrorCategory.CANCELLED, _CANCELLED, end_s=now)
             entry.on_done(entry.dispatch, result)
-        self._flush_wanted.set()
+        self._want_flush()
 
     async def send(self, dispatch: Dispatch, on_result: Callable[[ResponseResult], None]) -> None:
         """`post` awaited, for a caller with a task per request (RequestSender)."""
@@ -423,61 +434,115 @@ class FleetSender:
             if owed is not None:
                 self.stats.cancelled += 1
                 self._cancels.setdefault(owed.worker, []).append(cast(int, credit_id))
-                self._flush_wanted.set()
+                self._want_flush()
             on_result(_failed(sent_at, ErrorCategory.CANCELLED, _CANCELLED))
             raise
         on_result(result)
 
-    async def _flush_loop(self) -> None:
-        keys = self.keys
-        while not self._closing:
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            if not (self._outbox or self._cancels):
-                continue
-            outbox, self._outbox = self._outbox, {}
-            cancels, self._cancels = self._cancels, {}
-            commands: list[list[bytes | str]] = []
-            batches = list(outbox.values())
-            for worker, credits in outbox.items():
-                commands.append(_xadd(keys.credits(worker), encode_credits(credits)))
-            for worker, ids in cancels.items():
-                fields = {b"c": CONTROL_CANCEL, b"ids": ",".join(map(str, ids)).encode()}
-                commands.append(_xadd(keys.credits(worker), fields))
-            entry_ids = await self._out.call(commands)
-            # Which entry carried each credit: a lost host's pending entries then say which
-            # of its credits it had read.
-            for credits, entry_id in zip(batches, entry_ids, strict=False):
-                for credit in credits:
-                    owed = self._owed.get(credit.id)
-                    if owed is not None:
-                        owed.entry = entry_id
-            self.stats.flushes += 1
+    def _want_flush(self) -> None:
+        """Flush on the loop's next turn: every credit posted in this turn goes out in one
+        append (and, while one is in flight, with the next: the flush after its reply)."""
+        if self._flush_due or self._flushing or self._loop is None:
+            return
+        self._flush_due = True
+        self._loop.call_soon(self._flush)
 
-    async def _pop_loop(self) -> None:
-        returns = self.keys.returns
+    def _flush(self) -> None:
+        self._flush_due = False
+        if self._flushing or self.broken or not (self._outbox or self._cancels):
+            return
+        keys = self.keys
+        outbox, self._outbox = self._outbox, {}
+        cancels, self._cancels = self._cancels, {}
+        commands: list[list[bytes | str]] = []
+        batches = list(outbox.values())
+        for worker, credits in outbox.items():
+            commands.append(_xadd(keys.credits(worker), encode_credits(credits)))
+        for worker, ids in cancels.items():
+            fields = {b"c": CONTROL_CANCEL, b"ids": ",".join(map(str, ids)).encode()}
+            commands.append(_xadd(keys.credits(worker), fields))
+        self._flushing = True
+        self._flushed_all.clear()
+        self._out.submit(commands, lambda outcome: self._flushed(batches, outcome))
+
+    def _flushed(self, batches: list[list[CreditEntry]], outcome: list[Any] | Exception) -> None:
+        self._flushing = False
+        self._flushed_all.set()
+        if isinstance(outcome, Exception):
+            # The batch is not re-sent (it may have been appended): its credits are answered
+            # when their host is lost, or when Redis stays away past the grace and all is.
+            self._redis_failed("flush", outcome, self._want_flush)
+            return
+        self._failing_since.pop("flush", None)
+        # Which entry carried each credit: a lost host's pending entries then say which of
+        # its credits it had read.
+        owed = self._owed
+        for credits, entry_id in zip(batches, outcome, strict=False):
+            for credit in credits:
+                entry = owed.get(credit.id)
+                if entry is not None:
+                    entry.entry = entry_id
+        self.stats.flushes += 1
+        if not self._closing:
+            self._flush()  # what was posted while this one was out
+
+    def _pop(self) -> None:
+        """One blocking pop in flight while the run lasts: each reply's results are answered
+        and the next pop goes out, from the connection's callback."""
+        if self._closing or self.broken or self._popping:
+            return
+        self._popping = True
+        self._in.submit(self._pop_command, self._popped)
+
+    def _popped(self, outcome: list[Any] | Exception) -> None:
+        self._popping = False
+        if isinstance(outcome, Exception):
+            self._redis_failed("pop", outcome, self._pop)
+            return
+        self._failing_since.pop("pop", None)
+        (reply,) = outcome
+        if reply:
+            try:
+                self._answer(cast(list[bytes], reply[1]))
+            except Exception as exc:
+                # A fault of ours: the run must still end (everything owed is settled, every
+                # later send fails at once and the failure threshold stops the run).
+                log.exception("client-worker fleet %s: answering results failed", self.keys.run)
+                self._give_up(f"the fleet's results could not be answered: {exc!r}")
+                return
+        self._pop()
+
+    def _answer(self, items: list[bytes]) -> None:
         offset = self._wall_offset
         owed = self._owed
-        transits = self.transits_s
-        pop = [("BLMPOP", _POP_BLOCK_S, 1, returns, "LEFT", "COUNT", _POP_BATCH)]
-        while not self._closing:
-            (reply,) = await self._in.call(pop)
-            if not reply:
-                continue
-            stats = self.stats
-            stats.pops += 1
-            record_transit = self.record_transit
-            for raw in cast(list[bytes], reply[1]):
-                for credit_id, result in decode_results(raw, offset):
-                    entry = owed.pop(credit_id, None)
-                    if entry is None:
-                        stats.late_results += 1
-                        continue
-                    stats.results += 1
-                    if record_transit:
-                        elapsed = time.perf_counter() - entry.sent_at
-                        transits.append(elapsed - (result.end_s - result.start_s))
-                    entry.on_done(entry.dispatch, result)
+        stats = self.stats
+        stats.pops += 1
+        record_transit = self.record_transit
+        for raw in items:
+            for credit_id, result in decode_results(raw, offset):
+                entry = owed.pop(credit_id, None)
+                if entry is None:
+                    stats.late_results += 1
+                    continue
+                stats.results += 1
+                if record_transit:
+                    elapsed = time.perf_counter() - entry.sent_at
+                    self.transits_s.append(elapsed - (result.end_s - result.start_s))
+                entry.on_done(entry.dispatch, result)
+
+    def _redis_failed(self, kind: str, exc: Exception, retry: Callable[[], None]) -> None:
+        """A flush or pop that Redis failed: tried again shortly, until Redis has failed it
+        for _REDIS_GRACE_S; then everything owed is settled as lost, so the run ends instead
+        of waiting forever for answers that cannot come."""
+        if self._closing or self.broken:
+            return
+        now = time.monotonic()
+        since = self._failing_since.setdefault(kind, now)
+        if now - since >= _REDIS_GRACE_S:
+            self._give_up(f"lost contact with Redis: {exc}")
+            return
+        assert self._loop is not None
+        self._loop.call_later(_RETRY_S, retry)
 
     # ------------------------------------------------------------------------ watching
 
@@ -589,9 +654,14 @@ class FleetSender:
 
     async def aclose(self) -> None:
         """Tell every host the run is over, and let the run's keys expire."""
+        # What was posted or cancelled last goes out before the hosts' stop.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_CLOSE_S):
+                await self._flushed_all.wait()
+                self._flush()
+                await self._flushed_all.wait()
         self._closing = True
         self._closed.set()
-        self._flush_wanted.set()
         if self._tasks:
             # Each loop ends within one blocking pop; one that does not is abandoned.
             _, stuck = await asyncio.wait(self._tasks, timeout=_CLOSE_S)

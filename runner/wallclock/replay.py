@@ -13,6 +13,7 @@ Dispatch (credit, worker, affinity) is all that crosses.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,6 +149,9 @@ class _LiveRun:
         self.load: LoopLoad | None = None  # the client's own load (from run() on)
         self.sending = 0  # requests whose task has not ended yet
         self.wake = asyncio.Event()
+        # While the loop waits: the earliest due time it waits for (inf: none; None: it is
+        # not waiting). An answer that makes something due before it wakes the loop.
+        self.waiting_for: float | None = None
         self.consecutive_failures = 0
         self.ended: Ending | None = None  # a stop of the driver's own; else the scheduler's
         self.pending_records: list[RecordDict] = []
@@ -235,7 +239,7 @@ class _LiveRun:
                 self._publish(final=False)
                 next_snapshot = now + config.snapshot_interval_s
                 next_handoff = now + RECORD_HANDOFF_S
-            elif self.pending_records and now >= next_handoff:
+            elif now >= next_handoff:
                 self._hand_over()
                 next_handoff = now + RECORD_HANDOFF_S
             if scheduler.finished and not self.sending:
@@ -246,15 +250,20 @@ class _LiveRun:
                 wait_s = min(wait_s, max(0.0, due - self.now()))
             if self.drain_deadline is not None:
                 wait_s = min(wait_s, max(0.0, self.drain_deadline - self.now()))
-            if self.pending_records:
+            if self.sink is not None:
+                # Records keep coming without waking the loop (`_wake_if_needed`): their
+                # handoff is on its clock.
                 wait_s = min(wait_s, max(0.0, next_handoff - self.now()))
             self.wake.clear()
             if wait_s > 0:
-                # Woken by a response, by `stop`, or by this timer: no task per wait. At least
-                # a millisecond: asyncio's epoll rounds a shorter wait up to one anyway, and
-                # uvloop (fleet orchestrators) rounds it down to zero, which would spin.
+                # Woken by an answer that needs it, by `stop`, or by this timer: no task per
+                # wait. At least a millisecond: asyncio's epoll rounds a shorter wait up to one
+                # anyway, and uvloop (fleet orchestrators) rounds it down to zero, which would
+                # spin.
+                self.waiting_for = math.inf if due is None else due
                 timer = loop.call_later(max(wait_s, _TIMER_FLOOR_S), self.wake.set)
                 await self.wake.wait()
+                self.waiting_for = None
                 timer.cancel()
             else:
                 await asyncio.sleep(0)  # let responses in before issuing more
@@ -372,7 +381,21 @@ class _LiveRun:
                     f"({overall.errors / finished:.1%} > {share:.0%}; last: {category})",
                 )
         self.engine.complete(dispatch, now, error=category, served_by=record.inference_worker)
-        self.wake.set()
+        self._wake_if_needed()
+
+    def _wake_if_needed(self) -> None:
+        """Wake the loop when a request's end changes what it waits for: something became
+        due before its timer (a next turn, a child, an arrival given the freed slot), or the
+        run may end. Otherwise it sleeps on: at thousands of requests a second, a turn of the
+        loop per answer was a good part of an orchestrator's CPU."""
+        waiting_for = self.waiting_for
+        scheduler = self.engine.scheduler
+        if waiting_for is None or self.ended is not None or scheduler.stopped:
+            self.wake.set()
+            return
+        due = scheduler.next_due()
+        if (due is not None and due < waiting_for) or scheduler.finished:
+            self.wake.set()
 
     def _known_loss(self, dispatch: Dispatch, category: str) -> bool:
         """A `worker_lost` the run was told of: what a lost worker owed, or a turn of a session
