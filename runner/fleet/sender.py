@@ -469,8 +469,18 @@ class FleetSender:
         self._flushing = False
         self._flushed_all.set()
         if isinstance(outcome, Exception):
-            # The batch is not re-sent (it may have been appended): its credits are answered
-            # when their host is lost, or when Redis stays away past the grace and all is.
+            # The batch is not re-sent (it may have been appended, and a request is never
+            # sent twice): its credits end now as lost, or the run would wait for them forever
+            # (an answer that comes all the same is counted late).
+            now = time.perf_counter()
+            lost: list[_Owed] = []
+            for credits in batches:
+                for credit in credits:
+                    entry = self._owed.pop(credit.id, None)
+                    if entry is not None:
+                        lost.append(entry)
+            detail = f"its credit could not be appended to Redis: {outcome}"
+            self._settle_soon(lost, ErrorCategory.WORKER_LOST, detail, now)
             self._redis_failed("flush", outcome, self._want_flush)
             return
         self._failing_since.pop("flush", None)

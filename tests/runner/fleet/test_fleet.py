@@ -11,7 +11,9 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -37,6 +39,7 @@ from runner.routing.router import Policy
 from runner.trace import SyntheticConfig, Trace, generate_synthetic, load_trace
 from runner.wallclock import LiveConfig, replay_live
 from tests.fixtures import CLAUDE_CODE_SUBAGENTS
+from tests.infra import unavailable
 from tests.runner.fleet.conftest import REDIS_URL
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -67,10 +70,18 @@ def trace() -> Trace:
 class Hosts:
     """One `client-worker` process per group of `per_host` client workers."""
 
-    def __init__(self, run: str, workers: int, per_host: int = 1, *, secret: str) -> None:
+    def __init__(
+        self,
+        run: str,
+        workers: int,
+        per_host: int = 1,
+        *,
+        secret: str,
+        redis_url: str = REDIS_URL,
+    ) -> None:
         self.procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "runner", "client-worker", "--redis", REDIS_URL,
+                [sys.executable, "-m", "runner", "client-worker", "--redis", redis_url,
                  "--run", run, *(f"--worker={w}" for w in group), "--wait-s", "60"],
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
@@ -349,3 +360,107 @@ def test_a_run_whose_every_host_dies_ends_and_says_so(mock):
     assert summary["fleet"]["credits"] == summary["fleet"]["results"] + sum(
         lost["in_flight"] + lost["unread"] for lost in summary["fleet"]["lost"]
     )
+
+
+def test_redis_gone_past_its_grace_ends_the_run_with_what_was_owed_lost(
+    mock, tmp_path, monkeypatch
+):
+    """A Redis of the test's own stops mid-run and stays away: the orchestrator's flushes and
+    pops fail, are tried again, and once Redis has been gone past the grace (1 s here, 10 s in
+    a run) everything owed is answered `worker_lost` and every later request fails at once, so
+    the run ends on its failure threshold instead of waiting forever."""
+    from runner.fleet import sender as sender_module
+    from tests.web.private_servers import PrivateRedis
+
+    if shutil.which("redis-server") is None:
+        unavailable("redis-server is not installed: the test needs a Redis of its own to stop")
+    monkeypatch.setattr(sender_module, "_REDIS_GRACE_S", 1.0)
+    server = PrivateRedis(tmp_path)
+    server.start()
+    engine = EngineConfig(client_workers=2, policy=Policy.SPAWN_PIN)
+    traces = [trace()]
+    config = LiveConfig(
+        endpoint=mock,
+        model="mock-model",
+        # Closed loop, long enough that Redis goes while requests flow.
+        replay=ReplayConfig(timing="closed", concurrency=4, duration_s=120.0, seed=1),
+        engine=engine,
+        failure_threshold=20,
+    )
+    run = uuid.uuid4().hex[:12]
+    secret = new_fleet_secret()
+    hosts = Hosts(run, 2, secret=secret, redis_url=server.url)
+    try:
+
+        async def go():
+            sender = FleetSender(traces, config, redis_url=server.url, run=run, secret=secret)
+            await sender.start(timeout_s=60)
+
+            async def stop_redis_when_busy():
+                while sender.stats.results < 20:
+                    await asyncio.sleep(0.02)
+                await asyncio.to_thread(server.stop)
+
+            stopper = asyncio.create_task(stop_redis_when_busy())
+            started = time.monotonic()
+            result = await asyncio.wait_for(replay_live(traces, config, sender=sender), 90)
+            await stopper
+            return result, sender, time.monotonic() - started
+
+        result, sender, elapsed_s = asyncio.run(go())
+    finally:
+        hosts.kill()
+        server.stop()
+    summary = result.summary
+    assert sender.broken is not None and sender.broken.startswith("lost contact with Redis")
+    assert result.ended_by.by == EndedBy.FAILURES_IN_A_ROW, result.ended_by
+    assert summary["errors_by_category"].get("worker_lost", 0) >= 20, summary
+    assert summary["requests"] > 20  # what was answered before Redis went is kept
+    assert elapsed_s < 60, elapsed_s
+
+
+def test_credits_whose_append_redis_refuses_end_as_lost_and_the_run_ends(mock):
+    """Every append of credits fails (the orchestrator's append link points at a port where
+    nothing listens; its pops and watch use the real Redis): each batch's credits end at once
+    as `worker_lost`, never re-sent, and the run ends on its failure threshold instead of
+    waiting for answers that cannot come."""
+    from runner.fleet.resp import connect
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = EngineConfig(client_workers=1, policy=Policy.SPAWN_PIN)
+    traces = [trace()]
+    config = LiveConfig(
+        endpoint=mock,
+        model="mock-model",
+        replay=ReplayConfig(timing="closed", concurrency=4, duration_s=60.0, seed=1),
+        engine=engine,
+        failure_threshold=10,
+    )
+    run = uuid.uuid4().hex[:12]
+    secret = new_fleet_secret()
+    hosts = Hosts(run, 1, secret=secret)
+    try:
+
+        async def go():
+            sender = FleetSender(traces, config, redis_url=REDIS_URL, run=run, secret=secret)
+            await sender.start(timeout_s=60)
+            sender._out = connect(f"redis://127.0.0.1:{port}/0", timeout_s=2.0)
+            started = time.monotonic()
+            result = await asyncio.wait_for(replay_live(traces, config, sender=sender), 60)
+            return result, sender, time.monotonic() - started
+
+        result, sender, elapsed_s = asyncio.run(go())
+        # The host leaves on the run's stop (its heartbeat gone with it: tests/runner/fleet's
+        # pool tests count the beating hosts of other runs).
+        (report,) = hosts.reports()
+    finally:
+        hosts.kill()
+    assert report["stopped"] == "stop" and report["sent"] == 0, report
+    summary = result.summary
+    assert result.ended_by.by == EndedBy.FAILURES_IN_A_ROW, result.ended_by
+    assert "could not be appended to Redis" in result.ended_by.detail
+    assert summary["errors_by_category"] == {"worker_lost": summary["requests"]}, summary
+    assert sender.stats.results == 0 and not sender._owed
+    assert elapsed_s < 30, elapsed_s
