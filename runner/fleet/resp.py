@@ -7,7 +7,10 @@ orchestrator makes two such calls every tick of a few credits: at 2,000 credits/
 was more CPU than the engine's own work. Here a pipeline is one write of the packed commands on
 an asyncio protocol whose replies hiredis parses; the replies of each call are matched to it in
 order (a FIFO of calls, so a caller cancelled mid-call leaves the connection usable: its
-replies are read and dropped). Errors are redis-py's exceptions (ResponseError for an error
+replies are read and dropped). `submit` is a call without a task or future: its callback hears
+the replies from the connection's own (the orchestrator's per-tick calls, where a task switch
+per call was a good part of a credit's CPU); one watchdog timer per connection, not one per
+call, gives up a call past its deadline. Errors are redis-py's exceptions (ResponseError for an error
 reply, ConnectionError and TimeoutError for the link), so callers handle both clients alike.
 
 Plain TCP and Unix sockets, with AUTH and SELECT from the URL; a URL it does not take (TLS)
