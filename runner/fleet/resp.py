@@ -10,8 +10,9 @@ order (a FIFO of calls, so a caller cancelled mid-call leaves the connection usa
 replies are read and dropped). `submit` is a call without a task or future: its callback hears
 the replies from the connection's own (the orchestrator's per-tick calls, where a task switch
 per call was a good part of a credit's CPU); one watchdog timer per connection, not one per
-call, gives up a call past its deadline. Errors are redis-py's exceptions (ResponseError for an error
-reply, ConnectionError and TimeoutError for the link), so callers handle both clients alike.
+call, gives up a call past its deadline. Errors are redis-py's exceptions (ResponseError for an
+error reply, ConnectionError and TimeoutError for the link), so callers handle both clients
+alike.
 
 Plain TCP and Unix sockets, with AUTH and SELECT from the URL; a URL it does not take (TLS)
 falls back to redis-py (`connect`).
