@@ -21,7 +21,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -235,7 +235,7 @@ class FleetSender:
         self._loop = asyncio.get_running_loop()
         self._pop()
         self._want_flush()  # what was posted before the hosts answered
-        self._tasks = [asyncio.create_task(self._resilient(self._watch_loop))]
+        self._tasks = [asyncio.create_task(self._watch_loop())]
 
     async def _open(self) -> None:
         """The hosts' configuration, the run's streams, and the keys' expiry."""
@@ -308,30 +308,6 @@ class FleetSender:
                     "or lower the run's client workers"
                 )
             await pause(0.05, stop)
-
-    async def _resilient(self, loop: Callable[[], Awaitable[None]]) -> None:
-        """Run one of the sender's loops through Redis blips; when Redis stays unreachable
-        for _REDIS_GRACE_S, settle everything owed as lost so the run ends instead of
-        waiting forever for answers that cannot come."""
-        failing_since: float | None = None
-        while not self._closing:
-            try:
-                await loop()
-            except (aioredis.RedisError, OSError) as exc:
-                now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since >= _REDIS_GRACE_S:
-                    self._give_up(f"lost contact with Redis: {exc}")
-                    return
-                await asyncio.sleep(_RETRY_S)
-            except Exception as exc:
-                # A fault of ours: the run must still end (everything owed is settled, every
-                # later send fails at once and the failure threshold stops the run).
-                log.exception("client-worker fleet %s: %s stopped", self.keys.run, loop)
-                self._give_up(f"the fleet's {loop.__name__} failed: {exc!r}")
-                return
-            else:
-                failing_since = None
 
     def _give_up(self, detail: str) -> None:
         self.broken = detail
@@ -540,10 +516,11 @@ class FleetSender:
                     self.transits_s.append(elapsed - (result.end_s - result.start_s))
                 entry.on_done(entry.dispatch, result)
 
-    def _redis_failed(self, kind: str, exc: Exception, retry: Callable[[], None]) -> None:
-        """A flush or pop that Redis failed: tried again shortly, until Redis has failed it
-        for _REDIS_GRACE_S; then everything owed is settled as lost, so the run ends instead
-        of waiting forever for answers that cannot come."""
+    def _redis_failed(self, kind: str, exc: Exception, retry: Callable[[], None] | None) -> None:
+        """A flush, pop or look at the hosts that Redis failed: tried again (`retry` shortly;
+        the watch at its next look), until Redis has failed that kind of call for
+        _REDIS_GRACE_S without a success between; then everything owed is settled as lost, so
+        the run ends instead of waiting forever for answers that cannot come."""
         if self._closing or self.broken:
             return
         now = time.monotonic()
@@ -551,8 +528,9 @@ class FleetSender:
         if now - since >= _REDIS_GRACE_S:
             self._give_up(f"lost contact with Redis: {exc}")
             return
-        assert self._loop is not None
-        self._loop.call_later(_RETRY_S, retry)
+        if retry is not None:
+            assert self._loop is not None
+            self._loop.call_later(_RETRY_S, retry)
 
     # ------------------------------------------------------------------------ watching
 
@@ -562,17 +540,31 @@ class FleetSender:
         return {w: json.loads(v) for w, v in enumerate(values) if v is not None}
 
     async def _watch_loop(self) -> None:
-        while not self._closing:
+        """A look at the hosts every few seconds, through Redis blips."""
+        while not self._closing and not self.broken:
             await self._sleep(HEARTBEAT_TTL_S / 6)
             if self._closed.is_set():
                 return
-            await self._keep_alive()
-            beats = await self._read_heartbeats()
-            self.heartbeats = beats
-            self._last_beats.update(beats)  # a lost host's last word stays on view
-            for worker in range(self.workers):
-                if worker not in beats and worker not in self._lost:
-                    await self._lose(worker)
+            try:
+                await self._watch_once()
+            except (aioredis.RedisError, OSError) as exc:
+                self._redis_failed("watch", exc, None)
+            except Exception as exc:
+                # A fault of ours: the run must still end (everything owed is settled, every
+                # later send fails at once and the failure threshold stops the run).
+                log.exception("client-worker fleet %s: watching the hosts failed", self.keys.run)
+                self._give_up(f"the fleet's watch on its hosts failed: {exc!r}")
+            else:
+                self._failing_since.pop("watch", None)
+
+    async def _watch_once(self) -> None:
+        await self._keep_alive()
+        beats = await self._read_heartbeats()
+        self.heartbeats = beats
+        self._last_beats.update(beats)  # a lost host's last word stays on view
+        for worker in range(self.workers):
+            if worker not in beats and worker not in self._lost:
+                await self._lose(worker)
 
     async def _lose(self, worker: int) -> None:
         """Settle everything owed by a silent host: what it had read and not answered (its
