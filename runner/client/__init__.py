@@ -15,6 +15,7 @@ from runner.client.openai import (
     CompletionRequest,
     EncodedRequest,
     InferenceRequest,
+    JsonSafeText,
     merge_body,
 )
 from runner.client.preflight import EndpointInfo, preflight
@@ -30,6 +31,7 @@ __all__ = [
     "ErrorCategory",
     "InferenceClient",
     "InferenceRequest",
+    "JsonSafeText",
     "PooledTransport",
     "ResponseResult",
     "SSEEvent",

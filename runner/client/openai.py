@@ -8,6 +8,8 @@ is `answers.py`'s; the exchange itself is `http.py`'s.
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -17,6 +19,7 @@ __all__ = [
     "CompletionRequest",
     "EncodedRequest",
     "InferenceRequest",
+    "JsonSafeText",
     "encode_body",
     "merge_body",
 ]
@@ -129,7 +132,54 @@ def _jsonable(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+class JsonSafeText(str):
+    """Text that JSON-encodes as itself: no quote, backslash or control character (what a
+    synthesized prompt is made of: pool words and an instance marker). `encode_body` puts it
+    in the body as it is instead of scanning it to escape nothing: a long prompt's encoding
+    was most of a request's build (trace_0282's 460 KB prompts: 1.9 ms, against 0.04). Text
+    made from it by slicing or joining is plain text again, and escaped as usual."""
+
+    __slots__ = ()
+
+
+# A message content or prompt that is JsonSafeText goes through json.dumps as a placeholder,
+# then the text is spliced into the placeholder's place: one short scan of the encoded body.
+# The nonce keeps a body's own text from ever reading as a placeholder.
+_SPLICE = "\ue000" + secrets.token_hex(8) + ":"
+_SPLICED = re.compile(re.escape(_SPLICE) + r"(\d+)\ue000")
+
+
 def encode_body(body: Mapping[str, Any]) -> bytes:
-    """Compact UTF-8 JSON; read-only mappings and sequences from frozen traces are accepted."""
+    """Compact UTF-8 JSON; read-only mappings and sequences from frozen traces are accepted.
+    Message contents and prompts that are JsonSafeText are spliced in as they are."""
+    spliced: list[str] = []
+    body = _placeheld(body, spliced)
     text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=_jsonable)
+    if spliced:
+        text = _SPLICED.sub(lambda match: spliced[int(match[1])], text)
     return text.encode("utf-8")
+
+
+def _placeheld(body: Mapping[str, Any], spliced: list[str]) -> Mapping[str, Any]:
+    """`body` with each JsonSafeText message content (and prompt) swapped for a placeholder,
+    the texts in `spliced` in placeholder order; the body itself as it was when there is none
+    (copies only what changes)."""
+
+    def hold(text: str) -> str:
+        spliced.append(text)
+        return f"{_SPLICE}{len(spliced) - 1}\ue000"
+
+    swapped: dict[str, Any] | None = None
+    messages = body.get("messages")
+    if isinstance(messages, list | tuple):
+        held = [
+            {**m, "content": hold(m["content"])}
+            if isinstance(m, Mapping) and type(m.get("content")) is JsonSafeText
+            else m
+            for m in messages
+        ]
+        if spliced:
+            swapped = {**body, "messages": held}
+    if type(body.get("prompt")) is JsonSafeText:
+        swapped = {**(swapped or body), "prompt": hold(body["prompt"])}
+    return body if swapped is None else swapped

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runner.affinity.emitters import AffinityDecision, merge_nvext
-from runner.client import ChatRequest
+from runner.client import ChatRequest, JsonSafeText
 from runner.dynamo import SESSION_FINAL_HEADER
 from runner.replay.engine import Dispatch
 from runner.trace import Trace, Tree, instance_marker, render_messages, synthesize_prompt
@@ -107,7 +107,9 @@ class RequestBuilder:
                 request_key=f"{session_id}:{turn_index}",
                 marker=marker,
             )
-            messages = [{"role": "user", "content": text}]
+            # Pool words and instance_marker's `[rid:<hex>]`: nothing in it JSON-escapes
+            # (tests/runner/client/test_json_safe_text.py), so the body takes it as it is.
+            messages = [{"role": "user", "content": JsonSafeText(text)}]
         affinity = _salted(affinity, self._salt)
         extra = merge_nvext(turn.extra_body, affinity)
         request = ChatRequest(
