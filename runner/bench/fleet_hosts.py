@@ -26,6 +26,7 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from runner.bench.instant import instant_success
 from runner.client import EncodedRequest, ResponseResult
 from runner.fleet.host import SECRET_ENV, run_host
 from runner.fleet.loop import fleet_loop
@@ -44,19 +45,7 @@ class EchoClient:
         headers: Mapping[str, str] | None = None,
         on_result: Callable[[ResponseResult], None] | None = None,
     ) -> Any:
-        now = time.perf_counter()
-        result = ResponseResult(
-            start_s=now,
-            end_s=now,
-            first_token_s=now,
-            chunk_times_s=(now,),
-            output_tokens=1,
-            prompt_tokens=None,
-            cached_tokens=None,
-            served_by=None,
-            status=200,
-            error=None,
-        )
+        result = instant_success()
         if on_result is not None:
             on_result(result)
         return result

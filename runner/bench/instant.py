@@ -12,27 +12,31 @@ from typing import NoReturn
 from runner.client import ResponseResult
 from runner.replay.engine import Dispatch
 
-__all__ = ["InstantSender"]
+__all__ = ["InstantSender", "instant_success"]
+
+
+def instant_success() -> ResponseResult:
+    """A one-token success that started and ended now (what the stand-ins answer)."""
+    now = time.perf_counter()
+    return ResponseResult(
+        start_s=now,
+        end_s=now,
+        first_token_s=now,
+        chunk_times_s=(now,),
+        output_tokens=1,
+        prompt_tokens=None,
+        cached_tokens=None,
+        served_by=None,
+        status=200,
+        error=None,
+    )
 
 
 class InstantSender:
     def post(
         self, dispatch: Dispatch, on_done: Callable[[Dispatch, ResponseResult], None]
     ) -> int | None:
-        now = time.perf_counter()
-        result = ResponseResult(
-            start_s=now,
-            end_s=now,
-            first_token_s=now,
-            chunk_times_s=(now,),
-            output_tokens=4,
-            prompt_tokens=16,
-            cached_tokens=None,
-            served_by=None,
-            status=200,
-            error=None,
-        )
-        asyncio.get_running_loop().call_soon(on_done, dispatch, result)
+        asyncio.get_running_loop().call_soon(on_done, dispatch, instant_success())
         return dispatch.credit.id
 
     def cancel_posted(self) -> None:

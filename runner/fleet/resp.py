@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 _WATCH_S = 1.0  # how often a connection looks for a call past its deadline
 # The tasks `submit` needed (opening a link, redis-py's calls): held until done.
-_opening: set[asyncio.Future[None]] = set()
+_submitting: set[asyncio.Future[None]] = set()
 
 
 OnReply = Callable[[list[Any] | Exception], None]
@@ -100,13 +100,19 @@ class _Call:
                 future.set_result(outcome)
             return
         assert self.on_reply is not None
-        if not isinstance(outcome, Exception):
-            error = next((r for r in outcome if isinstance(r, ResponseError)), None)
-            outcome = outcome if error is None else error
-        try:
-            self.on_reply(outcome)
-        except Exception:
-            log.exception("a Redis reply's callback failed")
+        _deliver(self.on_reply, outcome)
+
+
+def _deliver(on_reply: OnReply, outcome: list[Any] | Exception) -> None:
+    """`on_reply` hears the replies, or the first error reply among them, or the link's
+    error; whatever it raises is logged (it runs in the connection's callback)."""
+    if not isinstance(outcome, Exception):
+        error = next((r for r in outcome if isinstance(r, ResponseError)), None)
+        outcome = outcome if error is None else error
+    try:
+        on_reply(outcome)
+    except Exception:
+        log.exception("a Redis reply's callback failed")
 
 
 class _Protocol(asyncio.Protocol):
@@ -231,14 +237,14 @@ class _Lean:
             return
         # Opening takes a task; submits made meanwhile queue behind it on the lock, in order.
         task = asyncio.ensure_future(self._open_and_submit(commands, on_reply))
-        _opening.add(task)
-        task.add_done_callback(_opening.discard)
+        _submitting.add(task)
+        task.add_done_callback(_submitting.discard)
 
     async def _open_and_submit(self, commands: Sequence[Command], on_reply: OnReply) -> None:
         try:
             protocol = await self._open()
         except (RedisConnectionError, RedisTimeoutError, ResponseError) as exc:
-            _Call(0, 0.0, None, on_reply).settle(exc)
+            _deliver(on_reply, exc)
             return
         self._write(protocol, commands, None, on_reply)
 
@@ -298,15 +304,15 @@ class _RedisPy:
 
     def submit(self, commands: Sequence[Command], on_reply: OnReply) -> None:
         task = asyncio.ensure_future(self._call_back(commands, on_reply))
-        _opening.add(task)
-        task.add_done_callback(_opening.discard)
+        _submitting.add(task)
+        task.add_done_callback(_submitting.discard)
 
     async def _call_back(self, commands: Sequence[Command], on_reply: OnReply) -> None:
         try:
             outcome: list[Any] | Exception = await self.call(commands)
         except (aioredis.RedisError, OSError) as exc:
             outcome = exc
-        _Call(0, 0.0, None, on_reply).settle(outcome)
+        _deliver(on_reply, outcome)
 
     async def aclose(self) -> None:
         await self.redis.aclose()
