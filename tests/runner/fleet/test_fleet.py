@@ -405,11 +405,16 @@ def run_through_redis_trouble(
         hosts.kill()
 
 
-def test_redis_gone_past_its_grace_ends_the_run_with_what_it_owed_lost(mock, tmp_path, monkeypatch):
-    """A Redis of the test's own stops mid-run and stays away: the orchestrator's flushes and
-    pops fail, are tried again, and once Redis has been gone past the grace (1 s here, 10 s in
-    a run) everything owed is answered `worker_lost` and every later request fails at once, so
-    the run ends on its failure threshold instead of waiting forever."""
+def test_redis_gone_past_its_grace_ends_the_run_with_what_it_owed_lost(tmp_path, monkeypatch):
+    """A Redis of the test's own stops mid-run and stays away: the orchestrator's pops and
+    looks at the hosts fail, are tried again, and once Redis has been gone past the grace (1 s
+    here, 10 s in a run) everything owed is answered `worker_lost` and every later request
+    fails at once, so the run ends on its failure threshold instead of waiting forever.
+
+    The server is frozen (SIGSTOP) before Redis goes, once every credit owed has been
+    appended: otherwise an answer already on its way would free a slot, the closed loop's next
+    credit would fail its append at once, and that chain (a different rule, the test below)
+    would reach the threshold before the grace is up."""
     from runner.fleet import sender as sender_module
     from tests.web.private_servers import PrivateRedis
 
@@ -418,18 +423,42 @@ def test_redis_gone_past_its_grace_ends_the_run_with_what_it_owed_lost(mock, tmp
     monkeypatch.setattr(sender_module, "_REDIS_GRACE_S", 1.0)
     server = PrivateRedis(tmp_path)
     server.start()
+    mock = start_mock_server(
+        MockServerConfig(cluster=ClusterConfig(workers=8, time_scale=0.0)), process=True
+    )
+    assert mock.pid is not None
 
-    async def stop_redis_when_busy(sender: FleetSender) -> None:
+    def settled(sender: FleetSender) -> tuple[int, ...] | None:
+        """The ids owed, once nothing is waiting to be appended or being appended."""
+        if sender._outbox or sender._flushing or sender._flush_due:
+            return None
+        if any(entry.entry is None for entry in sender._owed.values()):
+            return None
+        return tuple(sorted(sender._owed))
+
+    async def freeze_then_stop_redis(sender: FleetSender) -> None:
         while sender.stats.results < 20:
             await asyncio.sleep(0.02)
+        os.kill(mock.pid, signal.SIGSTOP)
+        # Answers already on their way arrive and their slots' next credits go out; then
+        # nothing moves (the server answers nothing more).
+        steady, since = None, time.monotonic()
+        while time.monotonic() - since < 0.5:
+            await asyncio.sleep(0.02)
+            now_owed = settled(sender)
+            if now_owed is None or now_owed != steady:
+                steady, since = now_owed, time.monotonic()
+        assert steady, "nothing was owed when Redis went"
         await asyncio.to_thread(server.stop)
 
     try:
         result, sender, elapsed_s, _ = run_through_redis_trouble(
-            mock, 2, redis_url=server.url, trouble=stop_redis_when_busy
+            mock.url, 2, redis_url=server.url, trouble=freeze_then_stop_redis
         )
     finally:
         server.stop()
+        os.kill(mock.pid, signal.SIGCONT)
+        mock.stop()
     summary = result.summary
     assert sender.broken is not None and sender.broken.startswith("lost contact with Redis")
     assert result.ended_by.by == EndedBy.FAILURES_IN_A_ROW, result.ended_by
