@@ -18,8 +18,10 @@ from django.test import Client
 from django.utils import timezone
 
 from aiperf_web.asgi import application
+from aiperf_web.runs.models import Run, Status
 from aiperf_web.sweeps.models import Sweep, SweepPoint, SweepStatus
 from aiperf_web.sweeps.publisher import publish_sweep_update
+from aiperf_web.sweeps.services import sweeps_stuck
 from runner.sweep import SweepReport, parse_sweep, run_sweep
 from tests.web.conftest import World
 from tests.web.wsclient import WebsocketCommunicator
@@ -61,6 +63,7 @@ def _store(world: World, report: SweepReport, *, ended: int, status: str, **kw: 
     )
     for seq, result in enumerate(report.points):
         _point(sweep, seq, result, ended=seq < ended)
+    assert sweep.pk not in sweeps_stuck()  # a live worker's pickup leaves it alone
     return sweep
 
 
@@ -76,6 +79,23 @@ def _point(sweep: Sweep, seq: int, result: Any, *, ended: bool) -> SweepPoint:
         invalid_reason=result.invalid_reason or "",
         result=result.model_dump(mode="json") if ended else None,
         ended_at=timezone.now() if ended else None,
+        run=None if ended else _running(sweep),
+    )
+
+
+def _running(sweep: Sweep) -> Run:
+    """A point's run in flight, as the driver makes it: without one, an open point would be
+    stuck (sweeps_stuck), and the pickup of any live Celery worker on this database (another
+    test's) would move the sweep on under the test. Claimed, with no heartbeat yet: the
+    stale-run reaper judges only heartbeats it has seen."""
+    return Run.objects.create(
+        team=sweep.team,
+        scenario=sweep.scenario,
+        scenario_name=sweep.scenario_name,
+        endpoint_name=sweep.endpoint_name,
+        target_kind=sweep.target_kind,
+        spec={},
+        status=Status.RUNNING,
     )
 
 
