@@ -89,7 +89,9 @@ def replay(real_vllm: VllmServers) -> Replay:
             "max_trees": WORKLOAD.trees,
             "speedup": 10,
             "seed": 3,
-            "target": endpoint(real_vllm, metrics_interval_s=1.0),
+            # Scrapes every 0.25 s: the run lasts a few seconds, and on a busy machine scrapes
+            # a second apart could all fall between its requests (CI once saw none running).
+            "target": endpoint(real_vllm, metrics_interval_s=0.25),
         }
     )
     sink = ListSink()
