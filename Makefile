@@ -8,10 +8,10 @@ STAMP := $(VENV)/.installed-stamp
 
 # The suite runs on PYTEST_WORKERS processes (pytest-xdist, one file or one shared real part
 # per work unit, the longest first: tests/conftest.py), the embedded second pass on
-# EMBEDDED_WORKERS; 0 runs each in one process. On two cores (PostgreSQL + Redis, a quiet
-# machine) three processes took the suite from 30:52 to 16:21 with the CPU busy throughout
-# (2,160 tests), and two took the embedded pass from 4:36 to 2:40. `make test-fast` runs on
-# FAST_WORKERS (below).
+# EMBEDDED_WORKERS; 0 runs each in one process. On two cores (PostgreSQL + Redis) three
+# processes took the suite from 30:52 to 14:34 with the CPU busy throughout (2,160 tests), and
+# two took the embedded pass from 4:36 to 2:26: `.ci/run` 36:15 -> 18:16. `make test-fast` runs
+# on FAST_WORKERS (below).
 PYTEST_WORKERS ?= 3
 EMBEDDED_WORKERS ?= 2
 FAST_WORKERS ?= 2
